@@ -1,0 +1,54 @@
+# Everyday commands. Each target is one line you could type yourself.
+SWIFT    ?= swift
+CONFIG   ?= release
+DATA     ?= datasets/demo
+MODELS   ?= models
+BIN      := .build/$(CONFIG)/facetrain
+
+# pkg-config name : Debian package that provides it
+PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
+        libturbojpeg:libturbojpeg0-dev libpng:libpng-dev libcrypto:libssl-dev
+# command : Debian package (tools the tests call)
+TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils
+
+.PHONY: all deps build release demo test bench quality lint format clean
+
+all: build
+
+# Installs the Debian packages whose pkg-config check (or tool) is missing; needs root then.
+deps:
+	@missing=""; \
+	for pair in $(TOOLS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	for pair in $(PKGS); do pkg-config --exists $${pair%%:*} 2>/dev/null || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" -ne 0 ]; then echo "Missing:$$missing. Run as root, or: sudo apt-get install -y$$missing" >&2; exit 1; fi; \
+	  echo "Installing:$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build -c $(CONFIG)
+
+release: deps
+	$(SWIFT) build -c release
+
+# Synthesises the demo faces (once), checks them, trains a model on them.
+demo: release
+	@[ -f $(DATA)/users.json ] || .build/release/facetrain synth --out $(DATA) --users 20 --per-user 25 --seed 1
+	.build/release/facetrain data check --data $(DATA)
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: release
+	.build/release/facetrain bench
+
+lint:
+	$(SWIFT) format lint --recursive Sources Tests Package.swift
+
+format:
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+clean:
+	$(SWIFT) package clean

@@ -1,0 +1,33 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "facetrain",
+    products: [
+        .library(name: "FaceTrain", targets: ["FaceTrain"]),
+        .executable(name: "facetrain", targets: ["FaceTrainCLI"]),
+    ],
+    targets: [
+        // MARK: - C libraries, installed with apt (`make deps`) and found through pkg-config
+        .systemLibrary(name: "CBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
+        .systemLibrary(name: "CLAPACKE", pkgConfig: "lapacke", providers: [.apt(["liblapacke-dev"])]),
+        .systemLibrary(name: "CHDF5", pkgConfig: "hdf5", providers: [.apt(["libhdf5-dev"])]),
+        .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+
+        // MARK: - Library: images, datasets, network, training, evaluation, bundles, exports
+        .target(
+            name: "FaceTrain",
+            dependencies: ["CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto"],
+            swiftSettings: [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
+        ),
+
+        // MARK: - Command-line tool: parses arguments and calls FaceTrain
+        .executableTarget(name: "FaceTrainCLI", dependencies: ["FaceTrain"]),
+
+        // MARK: - Tests
+        .testTarget(name: "FaceTrainTests", dependencies: ["FaceTrain", "CTurboJPEG", "CPNG"]),
+        .testTarget(name: "FaceTrainCLITests", dependencies: ["FaceTrainCLI", "FaceTrain"]),
+    ]
+)

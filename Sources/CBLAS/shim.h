@@ -1,0 +1,2 @@
+// OpenBLAS's CBLAS interface plus its runtime queries (kernel name, thread count).
+#include <cblas.h>

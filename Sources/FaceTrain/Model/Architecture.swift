@@ -1,0 +1,34 @@
+/// Named architectures, as readable lists of layers.
+extension ModelDefinition {
+    /// `ref-small`: three blocks of Conv 3x3 + BatchNorm + ReLU + MaxPool 2x2 (16, 32, 64 channels
+    /// at width 1), Conv 3x3 to 128 + BatchNorm + ReLU, global average pooling (the 128-d face
+    /// embedding), then Linear to the classes.
+    public static func referenceSmall(
+        classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
+    ) -> ModelDefinition {
+        let widths = [width, width * 2, width * 4]
+        var layers: [LayerSpecification] = []
+        var inputChannels = channels
+        for outputChannels in widths {
+            layers += [
+                .conv2D(inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: 3, stride: 1, padding: 1),
+                .batchNorm2D(channels: outputChannels, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .maxPool2D(size: 2, stride: 2),
+            ]
+            inputChannels = outputChannels
+        }
+        let embedding = width * 8
+        layers += [
+            .conv2D(inputChannels: inputChannels, outputChannels: embedding, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
+            .relu,
+            .globalAveragePool,
+            .linear(inputFeatures: embedding, outputFeatures: classLabels.count),
+        ]
+        return ModelDefinition(
+            input: InputSpecification(width: inputSize, height: inputSize, channels: channels),
+            layers: layers,
+            classLabels: classLabels)
+    }
+}
