@@ -1,0 +1,108 @@
+import Foundation
+
+/// A command-line mistake: exit status 64 with the command's usage line.
+struct UsageError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
+/// One named option (`--batch-size 32`) or flag (`--json`) of a subcommand.
+struct OptionSpec: Sendable {
+    let name: String
+    /// "n", "dir"…; nil for a flag.
+    let valueName: String?
+    let help: String
+    var defaultValue: String? = nil
+
+    static func flag(_ name: String, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, valueName: nil, help: help)
+    }
+
+    static func option(_ name: String, _ valueName: String, _ help: String, default value: String? = nil) -> OptionSpec {
+        OptionSpec(name: name, valueName: valueName, help: help, defaultValue: value)
+    }
+
+    var label: String { valueName.map { "--\(name) <\($0)>" } ?? "--\(name)" }
+}
+
+/// The command line of one subcommand, split into options, flags and positional arguments.
+///
+/// Accepts `--name value` and `--name=value`; `--` ends option parsing.
+struct ParsedArguments {
+    private(set) var values: [String: String] = [:]
+    private(set) var flags: Set<String> = []
+    private(set) var positionals: [String] = []
+    let specs: [OptionSpec]
+
+    init(_ arguments: [String], specs: [OptionSpec]) throws {
+        self.specs = specs
+        var index = 0
+        var onlyPositionals = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if onlyPositionals || !argument.hasPrefix("-") || argument == "-" {
+                positionals.append(argument)
+                continue
+            }
+            if argument == "--" {
+                onlyPositionals = true
+                continue
+            }
+            guard argument.hasPrefix("--") else { throw UsageError(message: "Unknown option '\(argument)'") }
+            var name = String(argument.dropFirst(2))
+            var inlineValue: String?
+            if let equals = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            guard let spec = specs.first(where: { $0.name == name }) else {
+                throw UsageError(message: "Unknown option '--\(name)'")
+            }
+            if spec.valueName == nil {
+                if inlineValue != nil { throw UsageError(message: "The flag '--\(name)' takes no value") }
+                flags.insert(name)
+            } else if let value = inlineValue {
+                values[name] = value
+            } else {
+                guard index < arguments.count else { throw UsageError(message: "Missing value for '\(spec.label)'") }
+                values[name] = arguments[index]
+                index += 1
+            }
+        }
+    }
+
+    /// Whether a flag was given.
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    /// The raw string of an option, or its default.
+    func string(_ name: String) -> String? {
+        values[name] ?? specs.first(where: { $0.name == name })?.defaultValue
+    }
+
+    /// An option parsed as `T`, or its default; a value that does not parse is a usage error.
+    func value<T: LosslessStringConvertible>(_ name: String, as type: T.Type = T.self) throws -> T? {
+        guard let text = string(name) else { return nil }
+        guard let value = T(text) else {
+            let label = specs.first(where: { $0.name == name })?.label ?? "--\(name)"
+            throw UsageError(message: "The value '\(text)' is invalid for '\(label)'")
+        }
+        return value
+    }
+
+    /// Like `value`, but required.
+    func required<T: LosslessStringConvertible>(_ name: String, as type: T.Type = T.self) throws -> T {
+        guard let value: T = try value(name) else {
+            let label = specs.first(where: { $0.name == name })?.label ?? "--\(name)"
+            throw UsageError(message: "Missing expected option '\(label)'")
+        }
+        return value
+    }
+
+    /// Fails with a usage error when more than `count` positional arguments were given.
+    func expectPositionals(atMost count: Int) throws {
+        if positionals.count > count {
+            throw UsageError(message: "Unexpected argument '\(positionals[count])'")
+        }
+    }
+}
