@@ -4,24 +4,36 @@ import Foundation
 /// `facetrain data check`: validates a data folder and prints its report.
 struct DataCheck: Command {
     static let name = "data check"
-    static let abstract = "Validate a data folder and summarise it."
+    static let abstract = "Validate a data folder: every problem at once, and a summary per class."
     static var options: [OptionSpec] {
         [
-            .option("data", "dir", "Folder with one sub-folder of crops per user id."),
+            .option("data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
+            .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
+            .flag("skip-bad", "Report unreadable images as warnings instead of problems."),
             .flag("json", "Print the report as JSON."),
         ]
     }
     let data: String
+    let options: DataLoadOptions
     let json: Bool
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 0)
         data = try arguments.required("data")
+        var options = DataLoadOptions()
+        options.minimumImages = try arguments.required("min-images")
+        options.skipBad = arguments.flag("skip-bad")
+        self.options = options
         json = arguments.flag("json")
     }
 
     func run() throws -> ExitCode {
-        print("data check of \(data): not implemented yet")
-        return .failure
+        let report = FaceDataset.check(URL(fileURLWithPath: data), options: options)
+        if json {
+            print(try JSONText.encode(report))
+        } else {
+            print(report.text)
+        }
+        return report.problems.isEmpty ? .success : .failure
     }
 }

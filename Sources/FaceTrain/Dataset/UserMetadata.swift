@@ -1,0 +1,73 @@
+import Foundation
+
+/// A registered person as the iOS app knows them: the manifest's `users` array has this shape.
+public struct UserRecord: Codable, Sendable, Equatable {
+    public var id: Int
+    public var name: String
+    public var position: String?
+
+    public init(id: Int, name: String, position: String? = nil) {
+        self.id = id
+        self.name = name
+        self.position = position
+    }
+}
+
+/// Reads `users.json` (an array of records) and `<id>/user.json` (one record) of a data folder.
+enum UserMetadataReader {
+    /// The JSON of one record; `id` may be missing in `<id>/user.json` (the folder says it).
+    private struct RawRecord: Decodable {
+        var id: Int?
+        var name: String?
+        var position: String?
+    }
+
+    /// Parses `users.json`; throws a `DataProblem` naming the file on invalid JSON.
+    static func readList(at url: URL) throws(DataProblem) -> [RawUser] {
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch {
+            throw .invalidMetadata(path: url.path, reason: "cannot be read (\(error.localizedDescription))")
+        }
+        do {
+            return try JSONDecoder().decode([RawRecord].self, from: data).enumerated().map { index, record in
+                RawUser(id: record.id, name: record.name, position: record.position, source: "\(url.path) entry \(index + 1)")
+            }
+        } catch {
+            throw .invalidMetadata(path: url.path, reason: describe(error) + "; expected [{\"id\": 17, \"name\": \"...\", \"position\": \"...\"}]")
+        }
+    }
+
+    /// Parses `<id>/user.json`.
+    static func readSingle(at url: URL) throws(DataProblem) -> RawUser {
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch {
+            throw .invalidMetadata(path: url.path, reason: "cannot be read (\(error.localizedDescription))")
+        }
+        do {
+            let record = try JSONDecoder().decode(RawRecord.self, from: data)
+            return RawUser(id: record.id, name: record.name, position: record.position, source: url.path)
+        } catch {
+            throw .invalidMetadata(path: url.path, reason: describe(error) + "; expected {\"name\": \"...\", \"position\": \"...\"}")
+        }
+    }
+
+    private static func describe(_ error: Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let context):
+            return "is not valid JSON (\(context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription))"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return "has a wrong value at \(path.isEmpty ? "top level" : path): \(context.debugDescription)"
+        default:
+            return "is not valid JSON (\(error))"
+        }
+    }
+}
+
+/// A metadata record before validation, with where it came from for error messages.
+struct RawUser {
+    var id: Int?
+    var name: String?
+    var position: String?
+    var source: String
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// Random changes applied to each training crop, so ~25 crops per person teach more than 25 views.
+///
+/// One affine resampling does the random resized crop, the rotation and the flip together (one
+/// bilinear read per output value), then brightness and contrast are jittered.
+public struct AugmentationSettings: Codable, Sendable, Equatable {
+    /// Share of the crop's area kept by the random resized crop.
+    public var minimumArea: Double = 0.70
+    /// Largest change of aspect ratio (1.15 = up to 15 % wider or taller).
+    public var maximumAspectChange: Double = 1.15
+    public var maximumRotationDegrees: Double = 10
+    public var horizontalFlip: Bool = true
+    /// Largest brightness shift as a share of full scale.
+    public var brightness: Double = 0.15
+    /// Largest contrast change (0.25 = factor in 0.75...1.25).
+    public var contrast: Double = 0.25
+
+    public init() {}
+
+    /// No augmentation at all (evaluation, and tests).
+    public static let none: AugmentationSettings = {
+        var settings = AugmentationSettings()
+        settings.minimumArea = 1
+        settings.maximumAspectChange = 1
+        settings.maximumRotationDegrees = 0
+        settings.horizontalFlip = false
+        settings.brightness = 0
+        settings.contrast = 0
+        return settings
+    }()
+}
+
+/// Turns 8-bit crops into normalised network input, with or without augmentation.
+public enum ImageTensor {
+    /// Writes the crop as normalised CHW floats (`pixel * scale + bias[c]`) at `output`.
+    public static func write(_ image: Image, input: InputSpecification, to output: UnsafeMutablePointer<Float>) {
+        let plane = input.width * input.height
+        image.pixels.withUnsafeBufferPointer { pixels in
+            for channel in 0..<input.channels {
+                let scale = input.scale, bias = input.bias[channel]
+                let destination = output + channel * plane
+                for index in 0..<plane {
+                    destination[index] = Float(pixels[index * image.channels + channel]) * scale + bias
+                }
+            }
+        }
+    }
+
+    /// Writes an augmented version of the crop; `random` decides every random choice.
+    public static func writeAugmented<R: RandomNumberGenerator>(
+        _ image: Image, input: InputSpecification, settings: AugmentationSettings, random: inout R,
+        to output: UnsafeMutablePointer<Float>
+    ) {
+        let width = Double(input.width), height = Double(input.height)
+        let area = Double.random(in: min(settings.minimumArea, 1)...1, using: &random)
+        let logAspect = log(max(settings.maximumAspectChange, 1))
+        let aspect = exp(Double.random(in: -logAspect...logAspect, using: &random))
+        let cropWidth = min(1, (area * aspect).squareRoot()) * Double(image.width)
+        let cropHeight = min(1, (area / aspect).squareRoot()) * Double(image.height)
+        let centerX = Double.random(in: (cropWidth / 2)...(Double(image.width) - cropWidth / 2), using: &random)
+        let centerY = Double.random(in: (cropHeight / 2)...(Double(image.height) - cropHeight / 2), using: &random)
+        let angle = Double.random(in: -1...1, using: &random) * settings.maximumRotationDegrees * .pi / 180
+        let flip = settings.horizontalFlip && Bool.random(using: &random)
+        let contrast = Float(1 + Double.random(in: -1...1, using: &random) * settings.contrast)
+        let brightness = Float(Double.random(in: -1...1, using: &random) * settings.brightness * 255)
+
+        // Output pixel (x, y) -> offset from the crop centre (flipped, scaled), rotated, moved to the
+        // crop centre: an affine map source = A * (x, y) + origin, in source pixel coordinates.
+        let cosine = cos(angle), sine = sin(angle)
+        let a = cropWidth * (flip ? -1 : 1) / width, a0 = (0.5 / width - 0.5) * cropWidth * (flip ? -1 : 1)
+        let b = cropHeight / height, b0 = (0.5 / height - 0.5) * cropHeight
+        let xx = cosine * a, xy = -sine * b, originX = cosine * a0 - sine * b0 + centerX - 0.5
+        let yx = sine * a, yy = cosine * b, originY = sine * a0 + cosine * b0 + centerY - 0.5
+
+        let plane = input.width * input.height
+        let channels = image.channels, rowStride = image.width * channels
+        let maxX = Float(image.width - 1), maxY = Float(image.height - 1)
+        image.pixels.withUnsafeBufferPointer { pixels in
+            for y in 0..<input.height {
+                for x in 0..<input.width {
+                    let sourceX = min(max(Float(originX + xx * Double(x) + xy * Double(y)), 0), maxX)
+                    let sourceY = min(max(Float(originY + yx * Double(x) + yy * Double(y)), 0), maxY)
+                    let x0 = Int(sourceX), y0 = Int(sourceY)
+                    let x1 = min(x0 + 1, image.width - 1), y1 = min(y0 + 1, image.height - 1)
+                    let fx = sourceX - Float(x0), fy = sourceY - Float(y0)
+                    let row0 = y0 * rowStride, row1 = y1 * rowStride
+                    for channel in 0..<input.channels {
+                        let top = Float(pixels[row0 + x0 * channels + channel]) * (1 - fx) + Float(pixels[row0 + x1 * channels + channel]) * fx
+                        let bottom = Float(pixels[row1 + x0 * channels + channel]) * (1 - fx) + Float(pixels[row1 + x1 * channels + channel]) * fx
+                        let value = min(max((top * (1 - fy) + bottom * fy - 128) * contrast + 128 + brightness, 0), 255)
+                        output[channel * plane + y * input.width + x] = value * input.scale + input.bias[channel]
+                    }
+                }
+            }
+        }
+    }
+}
