@@ -1,0 +1,114 @@
+import Foundation
+
+/// The image file formats facetrain reads, recognised by their first bytes, never by the file name.
+public enum ImageFormat: String, Sendable, CaseIterable {
+    case jpeg, png, pgm, ppm
+
+    /// The usual upper-case name, for messages ("JPEG").
+    public var name: String { rawValue.uppercased() }
+
+    /// The format whose signature starts `bytes`, or nil when none matches.
+    public init?(signature bytes: some Collection<UInt8>) {
+        let head = Array(bytes.prefix(8))
+        if head.starts(with: [0xFF, 0xD8, 0xFF]) {
+            self = .jpeg
+        } else if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
+            self = .png
+        } else if head.count >= 3, head[0] == UInt8(ascii: "P"), PortableAnymapDecoder.isWhitespace(head[2]),
+                  head[1] == UInt8(ascii: "5") || head[1] == UInt8(ascii: "6") {
+            self = head[1] == UInt8(ascii: "5") ? .pgm : .ppm
+        } else {
+            return nil
+        }
+    }
+}
+
+/// Turns image files (JPEG, PNG, binary PGM/PPM) into 8-bit grey or RGB pixels.
+///
+/// The header is read first and its size checked against `Limits`, so a decompression bomb is refused
+/// before any pixel memory is allocated. JPEGs are turned upright by their EXIF orientation.
+public enum ImageDecoder {
+    /// Size limits checked on the header, before decoding.
+    public struct Limits: Sendable, Equatable {
+        /// Largest accepted `width * height`.
+        public var maximumPixelCount: Int
+        /// Smallest accepted width and height.
+        public var minimumSide: Int
+
+        /// Limits with the given values; the defaults are 50 megapixels and 24 pixels.
+        public init(maximumPixelCount: Int = 50_000_000, minimumSide: Int = 24) {
+            self.maximumPixelCount = maximumPixelCount
+            self.minimumSide = minimumSide
+        }
+
+        /// 50 megapixels at most, 24 pixels on a side at least.
+        public static let standard = Limits()
+
+        /// Throws `.tooLarge` or `.tooSmall` for a header announcing `width` x `height`.
+        func check(width: Int, height: Int, file: String) throws(ImageError) {
+            // Compare by division so absurd header values cannot overflow the product.
+            if width > 0, height > maximumPixelCount / width {
+                throw .tooLarge(file: file, width: width, height: height, maximumPixelCount: maximumPixelCount)
+            }
+            if width < minimumSide || height < minimumSide {
+                throw .tooSmall(file: file, width: width, height: height, minimumSide: minimumSide)
+            }
+        }
+    }
+
+    /// Reads and decodes the image file at `url`; errors name the file's path.
+    public static func decode(contentsOf url: URL, limits: Limits = .standard) throws(ImageError) -> Image {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url, options: .mappedIfSafe)
+        } catch {
+            throw .unreadable(file: url.path, reason: Self.reason(for: error))
+        }
+        return try decode(data: data, name: url.path, limits: limits)
+    }
+
+    /// Decodes an image file already in memory; `name` identifies it in errors.
+    public static func decode(data: Data, name: String, limits: Limits = .standard) throws(ImageError) -> Image {
+        let result = data.withUnsafeBytes { bytes -> Result<Image, ImageError> in
+            do throws(ImageError) {
+                return .success(try decode(bytes: bytes, name: name, limits: limits))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    static func decode(bytes: UnsafeRawBufferPointer, name: String, limits: Limits) throws(ImageError) -> Image {
+        guard !bytes.isEmpty else { throw .empty(file: name) }
+        guard let format = ImageFormat(signature: bytes) else {
+            throw .notAnImage(file: name, reason: unknownFormatReason(bytes))
+        }
+        switch format {
+        case .jpeg: return try JPEGDecoder.decode(bytes, name: name, limits: limits)
+        case .png: return try PNGDecoder.decode(bytes, name: name, limits: limits)
+        case .pgm, .ppm: return try PortableAnymapDecoder.decode(bytes, name: name, format: format, limits: limits)
+        }
+    }
+
+    private static func unknownFormatReason(_ bytes: UnsafeRawBufferPointer) -> String {
+        if bytes.count >= 2, bytes[0] == UInt8(ascii: "P"), (UInt8(ascii: "1")...UInt8(ascii: "4")).contains(bytes[1]) {
+            return "it is an ASCII or bitmap Netpbm file (P\(Character(UnicodeScalar(bytes[1])))), which is not supported;"
+                + " convert it to binary PGM (P5) or PPM (P6)"
+        }
+        let head = bytes.prefix(8).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+        return "its first bytes (\(head.joined(separator: " "))) match no JPEG, PNG, PGM or PPM signature"
+    }
+
+    private static func reason(for error: any Error) -> String {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
+           let code = POSIXErrorCode(rawValue: Int32(underlying.code)) {
+            return String(cString: strerror(code.rawValue))
+        }
+        if nsError.domain == NSCocoaErrorDomain, nsError.code == NSFileReadNoSuchFileError {
+            return "no such file"
+        }
+        return nsError.localizedDescription
+    }
+}
