@@ -197,11 +197,10 @@ struct DataFolderScanner {
             let image = try ImageDecoder.decode(data: data, name: url.path)
             let resized = image.converted(channels: options.channels).resized(width: options.inputWidth, height: options.inputHeight)
             return .sample(FaceSample(path: url.path, label: label, contentHash: contentHash(data), image: resized, originalWidth: image.width, originalHeight: image.height))
-        } catch let error as ImageError {
-            if case .notAnImage = error { return .notAnImage }
-            return .unreadable(error.reason)
         } catch {
-            return .unreadable("\(error)")
+            if case .notAnImage = error { return .notAnImage }
+            let text = error.description
+            return .unreadable(text.hasPrefix(url.path + ": ") ? String(text.dropFirst(url.path.count + 2)) : text)
         }
     }
 

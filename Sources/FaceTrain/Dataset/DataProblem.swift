@@ -47,7 +47,8 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .missingFolder(let path):
             "\(path): no such folder. HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
         case .unreadableImage(let path, let reason):
-            "\(path): unreadable image: \(reason). HINT: replace or delete the file, or pass --skip-bad to train without it."
+            "\(path): unreadable image: \(reason.replacingOccurrences(of: "\n", with: " "))"
+                + (reason.contains("HINT") ? " (or pass --skip-bad to train without it)" : " HINT: replace or delete the file, or pass --skip-bad to train without it.")
         case .folderNotAnId(let path):
             "\(path): folder name is not a user id (a positive integer). HINT: rename it to the user's id, or move it out of the data folder."
         case .emptyUser(let path):

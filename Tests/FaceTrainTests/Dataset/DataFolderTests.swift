@@ -99,7 +99,7 @@ struct DataFolderTests {
     @Test func splitIsStableWhenCropsAndUsersAreAdded() throws {
         let folder = try TemporaryDataFolder.valid(users: 4, perUser: 25)
         let before = try FaceDataset.load(from: folder.root, options: options).split(holdout: 0.2)
-        try folder.addImages("3", count: 10, seed: 50_000)
+        try folder.addImages("3", count: 10, seed: 50_000, prefix: "new")
         try folder.addImages("40", count: 25, seed: 60_000)
         let after = try FaceDataset.load(from: folder.root, options: options).split(holdout: 0.2)
         let afterHeldOut = Set(after.heldOut.map(\.path))

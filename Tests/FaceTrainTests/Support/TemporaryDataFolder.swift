@@ -24,8 +24,8 @@ final class TemporaryDataFolder {
 
     /// Writes `count` distinct crops into `<root>/<folder>/`, seeds starting at `seed`.
     @discardableResult
-    func addImages(_ folder: String, count: Int, seed: Int) throws -> [URL] {
-        try (0..<count).map { index in try write("\(folder)/img\(index).pgm", Self.pgm(seed: seed + index)) }
+    func addImages(_ folder: String, count: Int, seed: Int, prefix: String = "img") throws -> [URL] {
+        try (0..<count).map { index in try write("\(folder)/\(prefix)\(index).pgm", Self.pgm(seed: seed + index)) }
     }
 
     /// Writes raw bytes at a path relative to the root, creating folders.
@@ -40,8 +40,8 @@ final class TemporaryDataFolder {
     /// A valid folder: negatives 1 and 2 plus `users` users with `perUser` crops each, ids from 3.
     static func valid(users: Int = 3, perUser: Int = 6) throws -> TemporaryDataFolder {
         let folder = try TemporaryDataFolder()
-        try folder.addImages("1", count: 6, seed: 10_000)
-        try folder.addImages("2", count: 6, seed: 20_000)
+        try folder.addImages("1", count: 6, seed: 10_000_000)
+        try folder.addImages("2", count: 6, seed: 20_000_000)
         for user in 0..<users { try folder.addImages(String(user + 3), count: perUser, seed: 1000 * (user + 1)) }
         return folder
     }

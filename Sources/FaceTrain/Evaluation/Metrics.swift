@@ -1,0 +1,224 @@
+import Foundation
+
+/// The model's output for one crop, with the crop's true class.
+public struct Prediction: Sendable, Codable {
+    public var path: String
+    /// "1", "2" or a user id; crops of people the model does not know are "2".
+    public var trueLabel: String
+    /// Softmax output in the model's class order.
+    public var probabilities: [Float]
+
+    public init(path: String, trueLabel: String, probabilities: [Float]) {
+        self.path = path
+        self.trueLabel = trueLabel
+        self.probabilities = probabilities
+    }
+}
+
+/// How the accept threshold turns a prediction into a label: the top class, unless it is a user
+/// whose probability is below the threshold, in which case "2" (unknown person).
+public struct DecisionRule: Sendable {
+    public var classLabels: [String]
+    public var threshold: Double
+
+    public init(classLabels: [String], threshold: Double) {
+        self.classLabels = classLabels
+        self.threshold = threshold
+    }
+
+    public static func isUser(_ label: String) -> Bool { label != "1" && label != "2" }
+
+    /// The decided label and the top probability.
+    public func decide(_ probabilities: [Float]) -> (label: String, confidence: Double) {
+        var best = 0
+        for index in probabilities.indices where probabilities[index] > probabilities[best] { best = index }
+        let confidence = Double(probabilities[best])
+        let label = classLabels[best]
+        if Self.isUser(label) && confidence < threshold { return ("2", confidence) }
+        return (label, confidence)
+    }
+}
+
+/// One user's precision and recall.
+public struct UserScore: Codable, Sendable, Equatable {
+    public var name: String
+    public var precision: Double
+    public var recall: Double
+    /// Held-out crops of this user.
+    public var support: Int
+}
+
+/// A crop whose decided label is not its true one.
+public struct Misclassification: Codable, Sendable, Equatable {
+    public var file: String
+    public var trueLabel: String
+    public var predictedLabel: String
+    public var confidence: Double
+
+    enum CodingKeys: String, CodingKey {
+        case file, confidence
+        case trueLabel = "true_label", predictedLabel = "predicted_label"
+    }
+}
+
+/// One row of the threshold sweep.
+public struct ThresholdPoint: Codable, Sendable, Equatable {
+    public var threshold: Double
+    public var userAccuracy: Double
+    public var unknownFalseAcceptRate: Double
+    public var nonfaceFalseAcceptRate: Double
+    /// False accept rate on the calibration set (held-out strangers and simulated unseen strangers).
+    public var calibrationFalseAcceptRate: Double
+
+    enum CodingKeys: String, CodingKey {
+        case threshold
+        case userAccuracy = "user_accuracy", unknownFalseAcceptRate = "unknown_far"
+        case nonfaceFalseAcceptRate = "nonface_far", calibrationFalseAcceptRate = "calibration_far"
+    }
+}
+
+/// Everything `eval` reports, under the key names CI jobs read.
+public struct EvaluationMetrics: Codable, Sendable {
+    public var threshold: Double
+    public var userAccuracy: Double
+    public var macroUserRecall: Double
+    public var macroUserPrecision: Double
+    public var unknownFalseAcceptRate: Double
+    public var nonfaceFalseAcceptRate: Double
+    public var userRejected: Double
+    public var overallAccuracy: Double
+    /// The same four numbers with no threshold (plain argmax), for comparison.
+    public var unthresholded: [String: Double]
+    public var perUser: [String: UserScore]
+    public var confusionLabels: [String]
+    /// Rows: true label, columns: decided label, in `confusionLabels` order.
+    public var confusion: [[Int]]
+    public var misclassified: [Misclassification]
+    public var counts: [String: Int]
+
+    enum CodingKeys: String, CodingKey {
+        case threshold, confusion, misclassified, counts, unthresholded
+        case userAccuracy = "user_accuracy", macroUserRecall = "macro_user_recall"
+        case macroUserPrecision = "macro_user_precision", unknownFalseAcceptRate = "unknown_far"
+        case nonfaceFalseAcceptRate = "nonface_far", userRejected = "user_rejected"
+        case overallAccuracy = "overall_accuracy", perUser = "per_user", confusionLabels = "confusion_labels"
+    }
+}
+
+/// Scores predictions and chooses the accept threshold.
+public enum Scoring {
+    /// All metrics of `predictions` under `rule`; `names` maps labels to display names.
+    public static func metrics(_ predictions: [Prediction], rule: DecisionRule, names: [String: String] = [:]) -> EvaluationMetrics {
+        let labels = rule.classLabels
+        let index = Dictionary(uniqueKeysWithValues: labels.enumerated().map { ($1, $0) })
+        var confusion = [[Int]](repeating: [Int](repeating: 0, count: labels.count), count: labels.count)
+        var misclassified: [Misclassification] = []
+        for prediction in predictions {
+            let decided = rule.decide(prediction.probabilities)
+            if let row = index[prediction.trueLabel], let column = index[decided.label] { confusion[row][column] += 1 }
+            if decided.label != prediction.trueLabel {
+                misclassified.append(Misclassification(file: prediction.path, trueLabel: prediction.trueLabel, predictedLabel: decided.label, confidence: decided.confidence))
+            }
+        }
+        let rates = rates(predictions, rule: rule)
+        let plain = self.rates(predictions, rule: DecisionRule(classLabels: labels, threshold: 0))
+        var perUser: [String: UserScore] = [:]
+        for (column, label) in labels.enumerated() where DecisionRule.isUser(label) {
+            let support = confusion[column].reduce(0, +)
+            guard support > 0 else { continue }
+            let predicted = confusion.reduce(0) { $0 + $1[column] }
+            let correct = confusion[column][column]
+            perUser[label] = UserScore(
+                name: names[label] ?? "user \(label)",
+                precision: predicted == 0 ? 0 : Double(correct) / Double(predicted),
+                recall: Double(correct) / Double(support),
+                support: support)
+        }
+        let scores = Array(perUser.values)
+        let total = predictions.count
+        let correct = predictions.filter { rule.decide($0.probabilities).label == $0.trueLabel }.count
+        return EvaluationMetrics(
+            threshold: rule.threshold,
+            userAccuracy: rates.userAccuracy,
+            macroUserRecall: scores.isEmpty ? 0 : scores.map(\.recall).reduce(0, +) / Double(scores.count),
+            macroUserPrecision: scores.isEmpty ? 0 : scores.map(\.precision).reduce(0, +) / Double(scores.count),
+            unknownFalseAcceptRate: rates.unknownFAR,
+            nonfaceFalseAcceptRate: rates.nonfaceFAR,
+            userRejected: rates.userRejected,
+            overallAccuracy: total == 0 ? 0 : Double(correct) / Double(total),
+            unthresholded: ["user_accuracy": plain.userAccuracy, "unknown_far": plain.unknownFAR, "nonface_far": plain.nonfaceFAR, "user_rejected": plain.userRejected],
+            perUser: perUser,
+            confusionLabels: labels,
+            confusion: confusion,
+            misclassified: misclassified.sorted { $0.confidence > $1.confidence },
+            counts: [
+                "users": predictions.filter { DecisionRule.isUser($0.trueLabel) }.count,
+                "unknown": predictions.filter { $0.trueLabel == "2" }.count,
+                "nonface": predictions.filter { $0.trueLabel == "1" }.count,
+            ])
+    }
+
+    struct Rates {
+        var userAccuracy = 0.0, unknownFAR = 0.0, nonfaceFAR = 0.0, userRejected = 0.0
+    }
+
+    static func rates(_ predictions: [Prediction], rule: DecisionRule) -> Rates {
+        var users = 0, usersCorrect = 0, usersRejected = 0, unknown = 0, unknownAccepted = 0, nonface = 0, nonfaceAccepted = 0
+        for prediction in predictions {
+            let label = rule.decide(prediction.probabilities).label
+            switch prediction.trueLabel {
+            case "1":
+                nonface += 1
+                if DecisionRule.isUser(label) { nonfaceAccepted += 1 }
+            case "2":
+                unknown += 1
+                if DecisionRule.isUser(label) { unknownAccepted += 1 }
+            default:
+                users += 1
+                if label == prediction.trueLabel { usersCorrect += 1 }
+                if !DecisionRule.isUser(label) { usersRejected += 1 }
+            }
+        }
+        func share(_ part: Int, _ whole: Int) -> Double { whole == 0 ? 0 : Double(part) / Double(whole) }
+        return Rates(
+            userAccuracy: share(usersCorrect, users), unknownFAR: share(unknownAccepted, unknown),
+            nonfaceFAR: share(nonfaceAccepted, nonface), userRejected: share(usersRejected, users))
+    }
+
+    /// Simulated strangers never seen in training: each held-out user crop with its own class
+    /// removed and the rest renormalised, i.e. what the model says about this face if this person
+    /// were not registered. Held-out class-2 crops show strangers the model trained on, so alone
+    /// they would give an optimistic threshold.
+    public static func simulatedStrangers(_ predictions: [Prediction], classLabels: [String]) -> [Prediction] {
+        predictions.compactMap { prediction in
+            guard DecisionRule.isUser(prediction.trueLabel), let own = classLabels.firstIndex(of: prediction.trueLabel) else { return nil }
+            var probabilities = prediction.probabilities
+            let remaining = 1 - probabilities[own]
+            probabilities[own] = 0
+            if remaining > 0 { probabilities = probabilities.map { $0 / remaining } }
+            return Prediction(path: prediction.path, trueLabel: "2", probabilities: probabilities)
+        }
+    }
+
+    /// The threshold sweep: 0.00, 0.01, ..., 1.00.
+    public static func sweep(_ predictions: [Prediction], classLabels: [String]) -> [ThresholdPoint] {
+        let strangers = predictions.filter { $0.trueLabel == "2" }
+        let simulated = simulatedStrangers(predictions, classLabels: classLabels)
+        return (0...100).map { step in
+            let rule = DecisionRule(classLabels: classLabels, threshold: Double(step) / 100)
+            let rates = rates(predictions, rule: rule)
+            let calibration = max(self.rates(strangers, rule: rule).unknownFAR, self.rates(simulated, rule: rule).unknownFAR)
+            return ThresholdPoint(
+                threshold: rule.threshold, userAccuracy: rates.userAccuracy, unknownFalseAcceptRate: rates.unknownFAR,
+                nonfaceFalseAcceptRate: rates.nonfaceFAR, calibrationFalseAcceptRate: calibration)
+        }
+    }
+
+    /// The threshold with the most user accuracy whose calibration false accept rate is at most
+    /// `targetFalseAcceptRate` (the lowest such threshold on ties); 1.0 if none reaches it.
+    public static func chooseThreshold(_ sweep: [ThresholdPoint], targetFalseAcceptRate: Double) -> Double {
+        let admissible = sweep.filter { $0.calibrationFalseAcceptRate <= targetFalseAcceptRate + 1e-12 }
+        guard let best = admissible.max(by: { ($0.userAccuracy, -$0.threshold) < ($1.userAccuracy, -$1.threshold) }) else { return 1 }
+        return best.threshold
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
+import Testing
+
+@testable import FaceTrain
+
+@Suite("Metrics, threshold sweep and report")
+struct ScoringTests {
+    let labels = ["1", "2", "3", "4"]
+
+    /// Six crops worked out by hand: user 3 right (0.9), user 3 taken for 4 (0.6), user 4 right but
+    /// unsure (0.45), a stranger taken for 3 (0.7), a stranger rejected, a non-face taken for 4 (0.5).
+    var predictions: [Prediction] {
+        [
+            Prediction(path: "a", trueLabel: "3", probabilities: [0.0, 0.05, 0.9, 0.05]),
+            Prediction(path: "b", trueLabel: "3", probabilities: [0.0, 0.1, 0.3, 0.6]),
+            Prediction(path: "c", trueLabel: "4", probabilities: [0.1, 0.2, 0.25, 0.45]),
+            Prediction(path: "d", trueLabel: "2", probabilities: [0.0, 0.2, 0.7, 0.1]),
+            Prediction(path: "e", trueLabel: "2", probabilities: [0.1, 0.8, 0.05, 0.05]),
+            Prediction(path: "f", trueLabel: "1", probabilities: [0.3, 0.1, 0.1, 0.5]),
+        ]
+    }
+
+    @Test func metricsWithoutThreshold() {
+        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0), names: ["3": "Ada"])
+        #expect(abs(metrics.userAccuracy - 2.0 / 3) < 1e-12)
+        #expect(metrics.unknownFalseAcceptRate == 0.5)
+        #expect(metrics.nonfaceFalseAcceptRate == 1)
+        #expect(metrics.userRejected == 0)
+        #expect(abs(metrics.overallAccuracy - 3.0 / 6) < 1e-12)
+        // User 3: predicted twice (a, d), right once -> precision 1/2, recall 1/2.
+        #expect(metrics.perUser["3"] == UserScore(name: "Ada", precision: 0.5, recall: 0.5, support: 2))
+        // User 4: predicted three times (b, c, f), right once -> precision 1/3, recall 1.
+        #expect(abs(metrics.perUser["4"]!.precision - 1.0 / 3) < 1e-12)
+        #expect(metrics.perUser["4"]!.recall == 1)
+        #expect(metrics.confusion == [[0, 0, 0, 1], [0, 1, 1, 0], [0, 0, 1, 1], [0, 0, 0, 1]])
+        #expect(metrics.misclassified.map(\.file) == ["d", "b", "f"])
+    }
+
+    @Test func thresholdTurnsUnsureUsersIntoUnknown() {
+        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0.65))
+        // a (0.9) stays, b (0.6) and c (0.45) become "2", d (0.7) still accepted, f (0.5) rejected.
+        #expect(abs(metrics.userAccuracy - 1.0 / 3) < 1e-12)
+        #expect(abs(metrics.userRejected - 2.0 / 3) < 1e-12)
+        #expect(metrics.unknownFalseAcceptRate == 0.5)
+        #expect(metrics.nonfaceFalseAcceptRate == 0)
+        #expect(metrics.unthresholded["nonface_far"] == 1)
+    }
+
+    @Test func simulatedStrangersDropTheTrueClass() {
+        let strangers = Scoring.simulatedStrangers(predictions, classLabels: labels)
+        #expect(strangers.count == 3)
+        #expect(strangers.allSatisfy { $0.trueLabel == "2" })
+        // Crop a without class 3: [0, 0.05, 0, 0.05] / 0.1 -> user 4 at 0.5.
+        #expect(abs(strangers[0].probabilities[3] - 0.5) < 1e-6)
+        #expect(strangers[0].probabilities[2] == 0)
+    }
+
+    @Test func chosenThresholdMeetsTheTargetWithTheMostAccuracy() {
+        let sweep = Scoring.sweep(predictions, classLabels: labels)
+        #expect(sweep.count == 101)
+        #expect(sweep.first!.calibrationFalseAcceptRate >= sweep.last!.calibrationFalseAcceptRate)
+        let threshold = Scoring.chooseThreshold(sweep, targetFalseAcceptRate: 0.0)
+        #expect(sweep.first { $0.threshold == threshold }!.calibrationFalseAcceptRate == 0)
+        // Simulated strangers: b without user 3 puts user 4 at 0.6 / 0.7 = 0.857, c without user 4 puts
+        // user 3 at 0.25 / 0.55 = 0.45; the real stranger d is user 3 at 0.7. Zero FAR needs t > 0.857.
+        #expect(abs(threshold - 0.86) < 1e-9)
+        let impossible = [ThresholdPoint(threshold: 0.5, userAccuracy: 1, unknownFalseAcceptRate: 1, nonfaceFalseAcceptRate: 1, calibrationFalseAcceptRate: 1)]
+        #expect(Scoring.chooseThreshold(impossible, targetFalseAcceptRate: 0.05) == 1)
+    }
+
+    @Test func metricsJSONUsesTheKeysCIReads() throws {
+        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0.5))
+        let object = try JSONSerialization.jsonObject(with: JSONText.data(metrics)) as! [String: Any]
+        for key in ["user_accuracy", "macro_user_recall", "macro_user_precision", "unknown_far", "nonface_far", "user_rejected", "overall_accuracy", "per_user", "confusion", "misclassified", "threshold"] {
+            #expect(object[key] != nil, "missing \(key)")
+        }
+    }
+
+    @Test func htmlReportIsWellFormedAndSelfContained() throws {
+        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0.5))
+        let report = HTMLReport(
+            title: "Model <7>", history: [EpochRecord(epoch: 1, trainLoss: 1.2, trainAccuracy: 0.5, heldOutLoss: 1.3, heldOutAccuracy: 0.4, learningRate: 0.001, seconds: 2)],
+            metrics: metrics, sweep: Scoring.sweep(predictions, classLabels: labels),
+            embeddings: [.init(x: 0, y: 1, label: "3"), .init(x: 1, y: 0, label: "2"), .init(x: 0.5, y: 0.5, label: "1")],
+            explainedVariance: [0.6, 0.3], thumbnails: ["b": "data:image/png;base64,AAAA"])
+        let html = report.html
+        #expect(html.contains("Model &lt;7&gt;"))
+        #expect(!html.contains("http://") || html.components(separatedBy: "http://").dropFirst().allSatisfy { $0.hasPrefix("www.w3.org/2000/svg") })
+        #expect(!html.contains("<script"))
+        // Strict XML parse of each inline SVG proves the drawings are well-formed.
+        var rest = Substring(html)
+        var svgs = 0
+        while let start = rest.range(of: "<svg"), let end = rest.range(of: "</svg>", range: start.upperBound..<rest.endIndex) {
+            let svg = String(rest[start.lowerBound..<end.upperBound])
+            let parser = XMLParser(data: Data(svg.utf8))
+            #expect(parser.parse(), "SVG \(svgs) is not well-formed: \(parser.parserError.map { "\($0)" } ?? "")")
+            svgs += 1
+            rest = rest[end.upperBound...]
+        }
+        #expect(svgs == 6)
+    }
+}
