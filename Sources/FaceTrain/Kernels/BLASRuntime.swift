@@ -59,7 +59,7 @@ public enum BLASRuntime {
     /// Never when the user set `OPENBLAS_CORETYPE` (their choice wins), when this process is
     /// already the re-executed one, or when OpenBLAS already runs the best kernel.
     public static func coreTypeToSelect(environment: [String: String]) -> String? {
-        if environment["OPENBLAS_CORETYPE"] != nil || environment[reexecMarker] != nil { return nil }
+        if environment["OPENBLAS_CORETYPE", default: ""] != "" || environment[reexecMarker, default: ""] != "" { return nil }
         guard let best = bestCoreType(cpuFlags: cpuFlags()) else { return nil }
         return kernel.lowercased() == best.lowercased() ? nil : best
     }
@@ -78,7 +78,7 @@ public enum BLASRuntime {
             unsetenv("OPENBLAS_CORETYPE")  // execv failed: carry on with the kernel we have
             return
         }
-        if let chosen = environment[reexecMarker], chosen != "rejected", selfCheck() > 1e-4 {
+        if let chosen = environment[reexecMarker], !chosen.isEmpty, chosen != "rejected", selfCheck() > 1e-4 {
             FileHandle.standardError.write(Data("warning: OpenBLAS kernel \(chosen) failed its self-check; using OpenBLAS's default\n".utf8))
             unsetenv("OPENBLAS_CORETYPE")
             setenv(reexecMarker, "rejected", 1)
