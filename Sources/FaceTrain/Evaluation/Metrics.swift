@@ -123,11 +123,13 @@ public enum Scoring {
         let rates = rates(predictions, rule: rule)
         let plain = self.rates(predictions, rule: DecisionRule(classLabels: labels, threshold: 0))
         var perUser: [String: UserScore] = [:]
+        var definedPrecisions: [Double] = []  // users never predicted have no precision (as score.py)
         for (column, label) in labels.enumerated() where DecisionRule.isUser(label) {
             let support = confusion[column].reduce(0, +)
             guard support > 0 else { continue }
             let predicted = confusion.reduce(0) { $0 + $1[column] }
             let correct = confusion[column][column]
+            if predicted > 0 { definedPrecisions.append(Double(correct) / Double(predicted)) }
             perUser[label] = UserScore(
                 name: names[label] ?? "user \(label)",
                 precision: predicted == 0 ? 0 : Double(correct) / Double(predicted),
@@ -141,7 +143,7 @@ public enum Scoring {
             threshold: rule.threshold,
             userAccuracy: rates.userAccuracy,
             macroUserRecall: scores.isEmpty ? 0 : scores.map(\.recall).reduce(0, +) / Double(scores.count),
-            macroUserPrecision: scores.isEmpty ? 0 : scores.map(\.precision).reduce(0, +) / Double(scores.count),
+            macroUserPrecision: definedPrecisions.isEmpty ? 0 : definedPrecisions.reduce(0, +) / Double(definedPrecisions.count),
             unknownFalseAcceptRate: rates.unknownFAR,
             nonfaceFalseAcceptRate: rates.nonfaceFAR,
             userRejected: rates.userRejected,
