@@ -25,7 +25,7 @@ public struct Image: Sendable, Equatable {
     }
 
     /// The sample of `channel` at column `x`, row `y`.
-    public subscript(x: Int, y: Int, channel: Int) -> UInt8 {
+    public subscript(x x: Int, y y: Int, channel channel: Int) -> UInt8 {
         pixels[(y * width + x) * channels + channel]
     }
 }
