@@ -1,0 +1,53 @@
+/// Convolution of one image as im2col + GEMM, forward and backward.
+///
+/// Legend: f = output channels, P = output pixels (oh·ow), K = patch size (c·k·k).
+/// Shapes: image [c, h, w]; weight [f, K]; bias [f]; output and outputGradient [f, P];
+/// columns scratch [K, P].
+
+/// `output[f, P] = weight · im2col(image) + bias`.
+func convolutionForward(
+    image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, outputChannels f: Int,
+    weight: UnsafePointer<Float>, bias: UnsafePointer<Float>,
+    columns: UnsafeMutablePointer<Float>, output: UnsafeMutablePointer<Float>
+) {
+    let pixels = g.outputPixels
+    var source = image
+    if !g.isPointwise {
+        im2col(image, g, columns)
+        source = UnsafePointer(columns)
+    }
+    gemm(transposeA: false, transposeB: false, m: f, n: pixels, k: g.patchSize, a: weight, b: source, c: output)
+    for channel in 0..<f {
+        let b = bias[channel]
+        let row = output + channel * pixels
+        for index in 0..<pixels { row[index] += b }
+    }
+}
+
+/// Adds this image's weight and bias gradients and, when `inputGradient` is given, writes dImage.
+///
+/// `dWeight += dY · im2col(image)ᵀ`, `dBias += Σ_P dY`, `dImage = col2im(weightᵀ · dY)`.
+/// `columns` is overwritten; `columnGradient` is scratch of the same size.
+func convolutionBackward(
+    image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, outputChannels f: Int,
+    weight: UnsafePointer<Float>, outputGradient dy: UnsafePointer<Float>,
+    columns: UnsafeMutablePointer<Float>, columnGradient: UnsafeMutablePointer<Float>,
+    weightGradient: UnsafeMutablePointer<Float>, biasGradient: UnsafeMutablePointer<Float>,
+    inputGradient: UnsafeMutablePointer<Float>?
+) {
+    let (pixels, patch) = (g.outputPixels, g.patchSize)
+    var source = image
+    if !g.isPointwise {
+        im2col(image, g, columns)
+        source = UnsafePointer(columns)
+    }
+    gemm(transposeA: false, transposeB: true, m: f, n: patch, k: pixels, a: dy, b: source, beta: 1, c: weightGradient)
+    for channel in 0..<f { biasGradient[channel] += sum(dy + channel * pixels, count: pixels) }
+    guard let inputGradient else { return }
+    if g.isPointwise {
+        gemm(transposeA: true, transposeB: false, m: patch, n: pixels, k: f, a: weight, b: dy, c: inputGradient)
+    } else {
+        gemm(transposeA: true, transposeB: false, m: patch, n: pixels, k: f, a: weight, b: dy, c: columnGradient)
+        col2im(columnGradient, g, inputGradient)
+    }
+}

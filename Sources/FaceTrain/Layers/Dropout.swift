@@ -1,0 +1,36 @@
+/// Inverted dropout: in training each value is zeroed with probability `rate` and the rest scaled
+/// by 1 / (1 - rate); inference passes values through. Any shape.
+///
+/// The mask comes from the layer's own `SplitMix64`, seeded by the network, whose state is part of
+/// a training checkpoint (`Network.generatorStates`).
+public struct Dropout: Layer {
+    public let rate: Float
+    public var generator: SplitMix64
+    private var mask: [Float] = []
+
+    public init(rate: Float, generator: SplitMix64) {
+        self.rate = rate
+        self.generator = generator
+    }
+
+    public var specification: LayerSpecification { .dropout(rate: rate) }
+    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+    public mutating func releaseCaches() { mask = [] }
+
+    public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
+        guard mode == .training, rate > 0 else { return input }
+        let keep = 1 - rate
+        let scale = keep > 0 ? 1 / keep : 0
+        mask = (0..<input.count).map { _ in generator.nextUniform() < keep ? scale : 0 }
+        var output = input
+        for index in 0..<output.count { output.scalars[index] *= mask[index] }
+        return output
+    }
+
+    public mutating func backward(_ outputGradient: Tensor) -> Tensor {
+        guard !mask.isEmpty else { return outputGradient }
+        var gradient = outputGradient
+        for index in 0..<gradient.count { gradient.scalars[index] *= mask[index] }
+        return gradient
+    }
+}

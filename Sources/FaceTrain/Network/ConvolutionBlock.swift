@@ -1,0 +1,258 @@
+/// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage.
+///
+/// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
+/// im2col + GEMM and the per-channel moments while the output is in cache; then one pass that
+/// normalises, rectifies and pools. Backward recomputes im2col per image instead of keeping the
+/// column matrices (tens of MB per batch), and folds batch norm's gradient into the conv's dY.
+/// Parameters and gradients stay in the `Conv2D` and `BatchNorm2D` layers themselves.
+///
+/// Legend: N images, F conv output channels, P = h·w conv output pixels, K = patch size.
+struct ConvolutionBlock: Sendable {
+    enum Pooling: Sendable, Equatable { case none, max2x2, globalAverage }
+
+    let convolution: Int
+    let normalization: Int
+    let pooling: Pooling
+    /// Index of the block's last layer (the ReLU or the pool).
+    let lastLayer: Int
+
+    /// Conv output x [N, F, h, w], kept for backward.
+    private var convolutionOutput = Buffer<Float>()
+    /// Winner (0…3) of each 2×2 window, [N, F, h/2, w/2].
+    private var winners = Buffer<UInt8>()
+    /// Per image and channel: two floats of statistics (moments, or gradient sums).
+    private var perImage = Buffer<Float>()
+    private var scratch = Buffer<Float>()
+    private var mean: [Float] = []
+    private var inverseStandardDeviation: [Float] = []
+    private var scale: [Float] = []
+    private var shift: [Float] = []
+
+    init(convolution: Int, normalization: Int, pooling: Pooling, lastLayer: Int) {
+        self.convolution = convolution
+        self.normalization = normalization
+        self.pooling = pooling
+        self.lastLayer = lastLayer
+    }
+
+    static func outputShape(convolutionOutput shape: [Int], pooling: Pooling) -> [Int] {
+        switch pooling {
+        case .none: shape
+        case .max2x2: [shape[0], shape[1], shape[2] / 2, shape[3] / 2]
+        case .globalAverage: [shape[0], shape[1]]
+        }
+    }
+
+    /// Runs the block on `input` [N, C, H, W] and writes its output (shape from `outputShape`).
+    mutating func forward(
+        input: UnsafePointer<Float>, inputShape: [Int], convolution conv: Conv2D, normalization norm: inout BatchNorm2D,
+        mode: Mode, output: UnsafeMutablePointer<Float>
+    ) {
+        let g = conv.geometry(for: inputShape)
+        let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
+        let (h, w) = (g.outputHeight, g.outputWidth)
+        let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
+        let training = mode == .training
+        convolutionOutput.resize(batch * f * pixels)
+        scratch.resize(chunks.count * patch * pixels)
+        perImage.resize(batch * 2 * f)
+        if training && pooling == .max2x2 { winners.resize(batch * f * (h / 2) * (w / 2)) }
+        let (x, columns, moments) = (convolutionOutput.mutablePointer(), scratch.mutablePointer(), perImage.mutablePointer())
+        let winnerBase: UnsafeMutablePointer<UInt8>? = training && pooling == .max2x2 ? winners.mutablePointer() : nil
+        let (inputSize, outputSize) = (g.channels * g.inputPixels, f * pixels)
+        let pooledSize = Self.outputShape(convolutionOutput: [1, f, h, w], pooling: pooling).reduce(1, *)
+        let pooling = pooling
+
+        if !training {
+            mean = norm.runningMean.value.scalars
+            inverseStandardDeviation = norm.runningVariance.value.scalars.map { 1 / ($0 + norm.epsilon).squareRoot() }
+            (scale, shift) = BatchNorm2D.affine(
+                gamma: norm.weight.value.scalars, beta: norm.bias.value.scalars, mean: mean,
+                inverseStandardDeviation: inverseStandardDeviation)
+        }
+        let (inferenceScale, inferenceShift) = (scale, shift)
+        conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+            conv.bias.value.scalars.withUnsafeBufferPointer { bias in
+                Parallel.forEach(chunks.count) { chunk in
+                    for image in chunks[chunk] {
+                        let y = x + image * outputSize
+                        convolutionForward(
+                            image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight.baseAddress!,
+                            bias: bias.baseAddress!, columns: columns + chunk * patch * pixels, output: y)
+                        if training {
+                            channelMoments(
+                                y, channels: f, pixels: pixels, means: moments + image * 2 * f,
+                                squaredDeviations: moments + image * 2 * f + f)
+                        } else {
+                            Self.activate(
+                                y, pooling: pooling, channels: f, height: h, width: w, scale: inferenceScale,
+                                shift: inferenceShift, output: output + image * pooledSize, winners: nil)
+                        }
+                    }
+                }
+            }
+        }
+        guard training else { return }
+
+        // Batch statistics from per-image moments (Chan et al.'s parallel variance), in image order.
+        var batchMean = [Float](repeating: 0, count: f), variance = batchMean
+        for channel in 0..<f {
+            var total: Double = 0
+            for image in 0..<batch { total += Double(moments[image * 2 * f + channel]) }
+            let mu = total / Double(batch)
+            var deviations: Double = 0
+            for image in 0..<batch {
+                let d = Double(moments[image * 2 * f + channel]) - mu
+                deviations += Double(moments[image * 2 * f + f + channel]) + Double(pixels) * d * d
+            }
+            batchMean[channel] = Float(mu)
+            variance[channel] = Float(deviations / Double(batch * pixels))
+        }
+        norm.updateRunningStatistics(mean: batchMean, variance: variance, count: batch * pixels)
+        mean = batchMean
+        inverseStandardDeviation = variance.map { 1 / ($0 + norm.epsilon).squareRoot() }
+        (scale, shift) = BatchNorm2D.affine(
+            gamma: norm.weight.value.scalars, beta: norm.bias.value.scalars, mean: mean,
+            inverseStandardDeviation: inverseStandardDeviation)
+        let (trainingScale, trainingShift) = (scale, shift)
+        let winnerSize = f * (h / 2) * (w / 2)
+        Parallel.forEach(chunks.count) { chunk in
+            for image in chunks[chunk] {
+                Self.activate(
+                    x + image * outputSize, pooling: pooling, channels: f, height: h, width: w, scale: trainingScale,
+                    shift: trainingShift, output: output + image * pooledSize, winners: winnerBase.map { $0 + image * winnerSize })
+            }
+        }
+    }
+
+    private static func activate(
+        _ x: UnsafePointer<Float>, pooling: Pooling, channels: Int, height: Int, width: Int,
+        scale: [Float], shift: [Float], output: UnsafeMutablePointer<Float>, winners: UnsafeMutablePointer<UInt8>?
+    ) {
+        scale.withUnsafeBufferPointer { s in
+            shift.withUnsafeBufferPointer { t in
+                let (s, t) = (s.baseAddress!, t.baseAddress!)
+                switch pooling {
+                case .none:
+                    normalizeReLU(x, channels: channels, pixels: height * width, scale: s, shift: t, output: output)
+                case .max2x2:
+                    normalizeReLUMaxPool2x2(
+                        x, channels: channels, height: height, width: width, scale: s, shift: t, output: output, argmax: winners)
+                case .globalAverage:
+                    normalizeReLUAverage(x, channels: channels, pixels: height * width, scale: s, shift: t, output: output)
+                }
+            }
+        }
+    }
+
+    /// Sets the conv and batch-norm gradients and, when `inputGradient` is given, writes dInput.
+    ///
+    /// `output` is what `forward` wrote (the ReLU mask comes from it); `outputGradient` has its shape.
+    mutating func backward(
+        input: UnsafePointer<Float>, inputShape: [Int], output: UnsafePointer<Float>, outputGradient: UnsafePointer<Float>,
+        convolution conv: inout Conv2D, normalization norm: inout BatchNorm2D, inputGradient: UnsafeMutablePointer<Float>?
+    ) {
+        let g = conv.geometry(for: inputShape)
+        let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
+        let (h, w) = (g.outputHeight, g.outputWidth)
+        let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
+        let pooledSize = Self.outputShape(convolutionOutput: [1, f, h, w], pooling: pooling).reduce(1, *)
+        let (outputSize, inputSize, winnerSize) = (f * pixels, g.channels * g.inputPixels, f * (h / 2) * (w / 2))
+        let x = UnsafePointer(convolutionOutput.mutablePointer())
+        let sums = perImage.mutablePointer()
+        let winners: UnsafePointer<UInt8>? = pooling == .max2x2 ? UnsafePointer(self.winners.mutablePointer()) : nil
+        let pooling = pooling
+        let (mean, scale, shift) = (mean, scale, shift)
+
+        // Phase A: per image, Σdz and Σdz·(x - μ) per channel.
+        mean.withUnsafeBufferPointer { mu in
+            scale.withUnsafeBufferPointer { s in
+                shift.withUnsafeBufferPointer { t in
+                    Parallel.forEach(chunks.count) { chunk in
+                        for image in chunks[chunk] {
+                            let (xi, gi, gxi) = (x + image * outputSize, sums + image * 2 * f, sums + image * 2 * f + f)
+                            let (yi, dyi) = (output + image * pooledSize, outputGradient + image * pooledSize)
+                            switch pooling {
+                            case .none:
+                                reluGradientSums(
+                                    xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi, mean: mu.baseAddress!,
+                                    sumGradient: gi, sumGradientTimesX: gxi)
+                            case .max2x2:
+                                maxPool2x2ReLUGradientSums(
+                                    xi, channels: f, height: h, width: w, pooledOutput: yi, pooledGradient: dyi,
+                                    argmax: winners! + image * winnerSize, mean: mu.baseAddress!, sumGradient: gi,
+                                    sumGradientTimesX: gxi)
+                            case .globalAverage:
+                                reluAverageGradientSums(
+                                    xi, channels: f, pixels: pixels, scale: s.baseAddress!, shift: t.baseAddress!,
+                                    pooledGradient: dyi, mean: mu.baseAddress!, sumGradient: gi, sumGradientTimesX: gxi)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        var sumGradient = [Double](repeating: 0, count: f), sumCentered = sumGradient
+        for image in 0..<batch {
+            for channel in 0..<f {
+                sumGradient[channel] += Double(sums[image * 2 * f + channel])
+                sumCentered[channel] += Double(sums[image * 2 * f + f + channel])
+            }
+        }
+        let invstd = inverseStandardDeviation
+        norm.weight.gradient = Tensor(shape: [f], scalars: (0..<f).map { Float(sumCentered[$0]) * invstd[$0] })
+        norm.bias.gradient = Tensor(shape: [f], scalars: sumGradient.map { Float($0) })
+        let coefficients = norm.weight.value.scalars.withUnsafeBufferPointer { gamma in
+            BatchNormGradientCoefficients(
+                gamma: gamma.baseAddress!, mean: mean, inverseStandardDeviation: invstd, sumGradient: sumGradient,
+                sumGradientTimesCenteredX: sumCentered, valuesPerChannel: batch * pixels)
+        }
+
+        // Phase B: per image, dY of the conv, then its GEMMs; partial dW, dBias per chunk.
+        let columnSize = patch * pixels
+        let weightSize = f * patch
+        let perChunk = 2 * columnSize + outputSize + weightSize + f
+        scratch.resize(chunks.count * perChunk)
+        let base = scratch.mutablePointer()
+        conv.weight.value.scalars.withUnsafeBufferPointer { weightBuffer in
+            shift.withUnsafeBufferPointer { shiftBuffer in
+                let (weight, t) = (weightBuffer.baseAddress!, shiftBuffer.baseAddress!)
+                Parallel.forEach(chunks.count) { chunk in
+                    let work = base + chunk * perChunk
+                    let (columns, columnGradient, dy) = (work, work + columnSize, work + 2 * columnSize)
+                    let (weightGradient, biasGradient) = (dy + outputSize, dy + outputSize + weightSize)
+                    weightGradient.update(repeating: 0, count: weightSize + f)
+                    for image in chunks[chunk] {
+                        let (xi, yi, dyi) = (x + image * outputSize, output + image * pooledSize, outputGradient + image * pooledSize)
+                        switch pooling {
+                        case .none:
+                            reluNormalizeBackward(
+                                xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi, coefficients: coefficients,
+                                inputGradient: dy)
+                        case .max2x2:
+                            maxPool2x2ReLUNormalizeBackward(
+                                xi, channels: f, height: h, width: w, pooledOutput: yi, pooledGradient: dyi,
+                                argmax: winners! + image * winnerSize, coefficients: coefficients, inputGradient: dy)
+                        case .globalAverage:
+                            reluAverageNormalizeBackward(
+                                xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi, coefficients: coefficients,
+                                inputGradient: dy)
+                        }
+                        convolutionBackward(
+                            image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,
+                            outputGradient: dy, columns: columns, columnGradient: columnGradient,
+                            weightGradient: weightGradient, biasGradient: biasGradient,
+                            inputGradient: inputGradient.map { $0 + image * inputSize })
+                    }
+                }
+            }
+        }
+        let dWeightOffset = 2 * columnSize + outputSize
+        conv.weight.gradient = Tensor(shape: conv.weight.value.shape) { dw in
+            sumChunks(base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw)
+        }
+        conv.bias.gradient = Tensor(shape: [f]) { db in
+            sumChunks(base + dWeightOffset + weightSize, count: f, chunks: chunks.count, stride: perChunk, into: db)
+        }
+    }
+}

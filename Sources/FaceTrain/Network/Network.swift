@@ -1,0 +1,389 @@
+/// A network built from a `ModelDefinition`: its layers in order, run forward and backward.
+///
+/// `layers` is exactly the definition's layer list. Internally, each Conv2D → BatchNorm2D → ReLU
+/// (→ MaxPool 2×2 or global average pool) run executes as one fused `ConvolutionBlock`; every other
+/// layer runs on its own. A value type: `best = network` keeps a snapshot.
+///
+/// Buffers are reused across steps, which is why forward, backward and the inference helpers are
+/// `mutating`.
+public struct Network: Sendable, CustomStringConvertible {
+    public let definition: ModelDefinition
+    /// One layer per `definition.layers` entry, in order.
+    public private(set) var layers: [any Layer]
+
+    private enum Stage: Sendable {
+        case block(Int)
+        case layer(Int)
+    }
+
+    private var stages: [Stage] = []
+    private var blocks: [ConvolutionBlock] = []
+    /// Output of each stage, and dLoss/dOutput of each stage.
+    private var outputs: [Buffer<Float>] = []
+    private var outputGradients: [Buffer<Float>] = []
+    private var outputShapes: [[Int]] = []
+    private var input = Tensor(zeros: [0])
+    private var hasForwardForTraining = false
+
+    /// A freshly initialised network: He-normal conv and linear weights, zero biases, γ = 1, β = 0,
+    /// all drawn from `SplitMix64(seed:)`.
+    public init(definition: ModelDefinition, seed: UInt64) throws {
+        self.definition = definition
+        var generator = SplitMix64(seed: seed)
+        layers = []
+        for specification in definition.layers {
+            switch specification {
+            case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+                layers.append(
+                    Conv2D(
+                        inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
+                        padding: padding, using: &generator))
+            case let .batchNorm2D(channels, epsilon, momentum):
+                layers.append(BatchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum))
+            case .relu: layers.append(ReLU())
+            case let .maxPool2D(size, stride): layers.append(MaxPool2D(size: size, stride: stride))
+            case .globalAveragePool: layers.append(GlobalAveragePool())
+            case let .linear(inputFeatures, outputFeatures):
+                layers.append(Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator))
+            case let .dropout(rate): layers.append(Dropout(rate: rate, generator: generator.split()))
+            }
+        }
+        try plan()
+    }
+
+    /// A network holding saved weights (from `weights` or a bundle); throws when they do not fit
+    /// the definition.
+    public init(definition: ModelDefinition, weights: [LayerWeights]) throws {
+        try self.init(definition: definition, seed: 0)
+        try load(weights)
+    }
+
+    /// The network of a trained model.
+    public init(model: TrainedModel) throws {
+        try self.init(definition: model.definition, weights: model.weights)
+    }
+
+    /// Layer names as in weight files, "<index>.<kind>".
+    public var layerNames: [String] { definition.layerNames }
+
+    /// The definition and current weights, for bundles and exporters.
+    public var trainedModel: TrainedModel { TrainedModel(definition: definition, weights: weights) }
+
+    /// The saved tensors of every layer (empty for layers without parameters), in layer order.
+    public var weights: [LayerWeights] {
+        zip(layerNames, layers).map { name, layer in
+            LayerWeights(name: name, tensors: layer.parameters.map { NamedTensor(name: $0.name, tensor: $0.value) })
+        }
+    }
+
+    /// Replaces every parameter value with the saved one; checks names and shapes first.
+    public mutating func load(_ weights: [LayerWeights]) throws {
+        guard weights.count == layers.count else {
+            throw NetworkError.weightsMismatch(
+                "\(weights.count) layers of weights for a definition of \(layers.count) layers")
+        }
+        for (index, saved) in weights.enumerated() {
+            let name = layerNames[index]
+            guard saved.name == name else {
+                throw NetworkError.weightsMismatch("layer \(index) is named \"\(saved.name)\", expected \"\(name)\"")
+            }
+            let expected = definition.layers[index].parameterShapes
+            guard saved.tensors.map(\.name) == expected.map(\.name) else {
+                throw NetworkError.weightsMismatch(
+                    "\(name) has tensors \(saved.tensors.map(\.name)), expected \(expected.map(\.name))")
+            }
+            for (tensor, shape) in zip(saved.tensors, expected) where tensor.tensor.shape != shape.shape {
+                throw NetworkError.weightsMismatch(
+                    "\(name).\(tensor.name) has shape \(tensor.tensor.shape), expected \(shape.shape)")
+            }
+        }
+        for index in layers.indices {
+            var tensors = weights[index].tensors.makeIterator()
+            layers[index].updateParameters { parameter in
+                if let saved = tensors.next() { parameter.value = saved.tensor }
+            }
+        }
+    }
+
+    /// Applies `update` to every parameter, with its key "<layer index>.<kind>.<name>" such as
+    /// "0.conv2d.weight", in layer and file order. Optimizers and loaders use this.
+    public mutating func updateParameters(_ update: (_ key: String, _ parameter: inout Parameter) -> Void) {
+        for index in layers.indices {
+            let prefix = layerNames[index]
+            layers[index].updateParameters { update("\(prefix).\($0.name)", &$0) }
+        }
+    }
+
+    /// States of the dropout layers' generators, by layer name; part of a training checkpoint.
+    public var generatorStates: [String: UInt64] {
+        get {
+            var states: [String: UInt64] = [:]
+            for (name, layer) in zip(layerNames, layers) {
+                if let dropout = layer as? Dropout { states[name] = dropout.generator.state }
+            }
+            return states
+        }
+        set {
+            for index in layers.indices {
+                guard var dropout = layers[index] as? Dropout, let state = newValue[layerNames[index]] else { continue }
+                dropout.generator.state = state
+                layers[index] = dropout
+            }
+        }
+    }
+
+    /// Number of trainable scalars.
+    public var trainableParameterCount: Int {
+        layers.reduce(0) { $0 + $1.parameters.filter(\.isTrainable).reduce(0) { $0 + $1.value.count } }
+    }
+
+    /// One line per layer: name, output shape (batch 1) and parameter count.
+    public var description: String {
+        var shape = [1, definition.input.channels, definition.input.height, definition.input.width]
+        var lines = ["Network: input \(shape.dropFirst().map(String.init).joined(separator: "x"))"]
+        for (name, layer) in zip(layerNames, layers) {
+            shape = layer.outputShape(for: shape)
+            let count = layer.parameters.reduce(0) { $0 + $1.value.count }
+            let shapeText = shape.dropFirst().map(String.init).joined(separator: "x")
+            lines.append("  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(shapeText.padding(toLength: 12, withPad: " ", startingAt: 0)) \(count) parameters")
+        }
+        lines.append("  total trainable parameters: \(trainableParameterCount)")
+        return lines.joined(separator: "\n")
+    }
+
+    // MARK: - Running
+
+    /// The network's output (logits) for `input` [N, C, H, W].
+    ///
+    /// `.training` uses batch statistics, updates batch-norm running statistics, applies dropout and
+    /// keeps what `backward` needs; `.inference` does none of that.
+    public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
+        run(input, mode: mode, stageCount: stages.count)
+        return Tensor(shape: outputShapes[stages.count - 1], scalars: outputs[stages.count - 1].array)
+    }
+
+    /// Back-propagates dLoss/dOutput (the shape of `forward`'s result) through the last training
+    /// forward pass and SETS every parameter's gradient. The input gradient is not computed.
+    public mutating func backward(_ outputGradient: Tensor) {
+        precondition(hasForwardForTraining, "Network.backward needs a forward pass in training mode first")
+        let last = stages.count - 1
+        precondition(outputGradient.shape == outputShapes[last], "gradient shape \(outputGradient.shape) != output \(outputShapes[last])")
+        outputGradients[last].assign(outputGradient.scalars)
+        let images = input
+        images.scalars.withUnsafeBufferPointer { imageBuffer in
+            for stageIndex in stages.indices.reversed() {
+                let source = stageIndex == 0 ? imageBuffer.baseAddress! : outputs[stageIndex - 1].pointer
+                let sourceShape = stageIndex == 0 ? images.shape : outputShapes[stageIndex - 1]
+                var target: UnsafeMutablePointer<Float>?
+                if stageIndex > 0 {
+                    outputGradients[stageIndex - 1].resize(sourceShape.reduce(1, *))
+                    target = outputGradients[stageIndex - 1].mutablePointer()
+                }
+                let gradient = outputGradients[stageIndex].pointer
+                switch stages[stageIndex] {
+                case let .block(blockIndex):
+                    let block = blocks[blockIndex]
+                    var conv = takeLayer(block.convolution, as: Conv2D.self)
+                    var norm = takeLayer(block.normalization, as: BatchNorm2D.self)
+                    blocks[blockIndex].backward(
+                        input: source, inputShape: sourceShape, output: outputs[stageIndex].pointer,
+                        outputGradient: gradient, convolution: &conv, normalization: &norm, inputGradient: target)
+                    layers[block.convolution] = conv
+                    layers[block.normalization] = norm
+                case let .layer(layerIndex):
+                    let shape = outputShapes[stageIndex]
+                    let dOutput = Tensor(shape: shape, scalars: Array(UnsafeBufferPointer(start: gradient, count: shape.reduce(1, *))))
+                    let dInput = layers[layerIndex].backward(dOutput)
+                    layers[layerIndex].releaseCaches()
+                    if let target { dInput.scalars.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: $0.count) } }
+                }
+            }
+        }
+        input = Tensor(zeros: [0])
+        hasForwardForTraining = false
+    }
+
+    /// Class probabilities [N, classes] for images [N, C, H, W] (inference mode, softmax of the logits).
+    public mutating func probabilities(for images: Tensor) throws -> Tensor {
+        try validate(images)
+        var logits = forward(images, mode: .inference)
+        let classes = logits.shape[1]
+        for row in 0..<logits.shape[0] {
+            let range = (row * classes)..<((row + 1) * classes)
+            let maximum = logits.scalars[range].max() ?? 0
+            var total: Float = 0
+            for index in range {
+                logits.scalars[index] = expf(logits.scalars[index] - maximum)
+                total += logits.scalars[index]
+            }
+            for index in range { logits.scalars[index] /= total }
+        }
+        return logits
+    }
+
+    /// The face embeddings [N, features] for images [N, C, H, W]: the output of the last global
+    /// average pool, in inference mode.
+    public mutating func embeddings(for images: Tensor) throws -> Tensor {
+        try validate(images)
+        guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool),
+            let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == poolIndex })
+        else { throw NetworkError.noEmbedding }
+        run(images, mode: .inference, stageCount: stageIndex + 1)
+        return Tensor(shape: outputShapes[stageIndex], scalars: outputs[stageIndex].array)
+    }
+
+    /// Checks that `images` is [N ≥ 1, C, H, W] as the definition's input says.
+    public func validate(_ images: Tensor) throws {
+        let input = definition.input
+        let expected = [input.channels, input.height, input.width]
+        guard images.shape.count == 4, images.shape[0] >= 1, Array(images.shape.dropFirst()) == expected else {
+            throw NetworkError.inputShape(got: images.shape, expected: expected)
+        }
+    }
+
+    private mutating func run(_ images: Tensor, mode: Mode, stageCount: Int) {
+        precondition(images.shape.count == 4 && images.shape[0] >= 1, "Network input must be [N, C, H, W], got \(images.shape)")
+        var shape = images.shape
+        images.scalars.withUnsafeBufferPointer { imageBuffer in
+            for stageIndex in 0..<stageCount {
+                let source = stageIndex == 0 ? imageBuffer.baseAddress! : outputs[stageIndex - 1].pointer
+                switch stages[stageIndex] {
+                case let .block(blockIndex):
+                    let block = blocks[blockIndex]
+                    let conv = takeLayer(block.convolution, as: Conv2D.self)
+                    var norm = takeLayer(block.normalization, as: BatchNorm2D.self)
+                    let outputShape = ConvolutionBlock.outputShape(
+                        convolutionOutput: conv.outputShape(for: shape), pooling: block.pooling)
+                    outputs[stageIndex].resize(outputShape.reduce(1, *))
+                    let target = outputs[stageIndex].mutablePointer()
+                    blocks[blockIndex].forward(
+                        input: source, inputShape: shape, convolution: conv, normalization: &norm, mode: mode, output: target)
+                    layers[block.convolution] = conv
+                    layers[block.normalization] = norm
+                    shape = outputShape
+                case let .layer(layerIndex):
+                    let tensor = Tensor(shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
+                    let result = layers[layerIndex].forward(tensor, mode: mode)
+                    outputs[stageIndex].assign(result.scalars)
+                    shape = result.shape
+                }
+                outputShapes[stageIndex] = shape
+            }
+        }
+        if mode == .training {
+            input = images
+            hasForwardForTraining = stageCount == stages.count
+        } else {
+            hasForwardForTraining = false
+        }
+    }
+
+    /// Moves a layer out of `layers` (leaving a placeholder) so it can be mutated without a copy.
+    private mutating func takeLayer<L: Layer>(_ index: Int, as type: L.Type) -> L {
+        guard let layer = layers[index] as? L else { fatalError("layer \(index) is not a \(L.self)") }
+        layers[index] = Placeholder()
+        return layer
+    }
+
+    private func lastLayer(of stage: Stage) -> Int {
+        switch stage {
+        case let .block(index): blocks[index].lastLayer
+        case let .layer(index): index
+        }
+    }
+
+    // MARK: - Planning
+
+    /// Checks the layer list against the input shape and groups fusable runs into blocks.
+    private mutating func plan() throws {
+        let input = definition.input
+        var shape = [1, input.channels, input.height, input.width]
+        var shapes: [[Int]] = []
+        for (index, specification) in definition.layers.enumerated() {
+            try Self.check(specification, at: layerNames[index], inputShape: shape)
+            shape = layers[index].outputShape(for: shape)
+            shapes.append(shape)
+        }
+        let specs = definition.layers
+        var index = 0
+        while index < specs.count {
+            if case let .conv2D(_, channels, _, _, _) = specs[index], index + 2 < specs.count,
+                case let .batchNorm2D(normChannels, _, _) = specs[index + 1], normChannels == channels,
+                specs[index + 2] == .relu
+            {
+                var pooling = ConvolutionBlock.Pooling.none
+                let convShape = shapes[index]
+                if index + 3 < specs.count {
+                    if specs[index + 3] == .maxPool2D(size: 2, stride: 2), convShape[2] % 2 == 0, convShape[3] % 2 == 0 {
+                        pooling = .max2x2
+                    } else if specs[index + 3] == .globalAveragePool {
+                        pooling = .globalAverage
+                    }
+                }
+                let last = index + (pooling == .none ? 2 : 3)
+                stages.append(.block(blocks.count))
+                blocks.append(ConvolutionBlock(convolution: index, normalization: index + 1, pooling: pooling, lastLayer: last))
+                index = last + 1
+            } else {
+                stages.append(.layer(index))
+                index += 1
+            }
+        }
+        outputs = stages.map { _ in Buffer<Float>() }
+        outputGradients = stages.map { _ in Buffer<Float>() }
+        outputShapes = stages.map { _ in [] }
+    }
+
+    private static func check(_ specification: LayerSpecification, at name: String, inputShape shape: [Int]) throws {
+        func fail(_ reason: String) -> NetworkError { .invalidDefinition(layer: name, reason: reason) }
+        switch specification {
+        case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+            guard shape.count == 4, shape[1] == inputChannels else {
+                throw fail("expects \(inputChannels) input channels, gets shape \(shape.dropFirst())")
+            }
+            guard outputChannels > 0, kernelSize > 0, stride > 0, padding >= 0,
+                shape[2] + 2 * padding >= kernelSize, shape[3] + 2 * padding >= kernelSize
+            else { throw fail("kernel \(kernelSize), stride \(stride), padding \(padding) do not fit \(shape.dropFirst())") }
+        case let .batchNorm2D(channels, epsilon, momentum):
+            guard shape.count == 4, shape[1] == channels else { throw fail("expects \(channels) channels, gets \(shape.dropFirst())") }
+            guard epsilon > 0, (0...1).contains(momentum) else { throw fail("needs epsilon > 0 and momentum in 0...1") }
+        case .relu:
+            break
+        case let .maxPool2D(size, stride):
+            guard shape.count == 4, size > 0, stride > 0, shape[2] >= size, shape[3] >= size else {
+                throw fail("window \(size), stride \(stride) does not fit \(shape.dropFirst())")
+            }
+        case .globalAveragePool:
+            guard shape.count == 4 else { throw fail("expects [C, H, W] input, gets \(shape.dropFirst())") }
+        case let .linear(inputFeatures, outputFeatures):
+            guard shape.dropFirst().reduce(1, *) == inputFeatures, outputFeatures > 0 else {
+                throw fail("expects \(inputFeatures) input features, gets \(shape.dropFirst().reduce(1, *))")
+            }
+        case let .dropout(rate):
+            guard (0..<1).contains(rate) else { throw fail("rate \(rate) is not in [0, 1)") }
+        }
+    }
+}
+
+/// Why a network could not be built or loaded.
+public enum NetworkError: Error, CustomStringConvertible, Equatable {
+    case invalidDefinition(layer: String, reason: String)
+    case weightsMismatch(String)
+    case inputShape(got: [Int], expected: [Int])
+    case noEmbedding
+
+    public var description: String {
+        switch self {
+        case let .invalidDefinition(layer, reason):
+            "Model definition: layer \(layer) \(reason).\nHINT: check the layer list in the manifest or the architecture."
+        case let .weightsMismatch(reason):
+            "Weights do not match the model definition: \(reason).\nHINT: the weights come from a different architecture or class list; retrain or pick the matching bundle."
+        case let .inputShape(got, expected):
+            "Input images have shape \(got), expected [N, \(expected.map(String.init).joined(separator: ", "))].\nHINT: resize crops to the model's input size and channel count."
+        case .noEmbedding:
+            "This model has no global average pool, so it has no embedding layer.\nHINT: use a ref-small style definition."
+        }
+    }
+}
+
+import Foundation
