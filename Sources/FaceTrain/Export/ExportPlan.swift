@@ -1,0 +1,292 @@
+/// Names that appear inside exported files. The defaults are the product's; the parameters exist
+/// so that the same encoders can reproduce other files (the format reference) byte for byte.
+public struct ExportNaming: Sendable, Equatable {
+    /// Name of the image input (Core ML feature, ONNX graph input).
+    public var inputName: String
+    /// Core ML string output holding the winning label (`predictedFeatureName`).
+    public var predictedLabelName: String
+    /// Softmax output: Core ML dictionary output and `labelProbabilityLayerName`, ONNX graph output.
+    public var probabilitiesName: String
+    /// Exported layer names in execution order (dropout left out, flatten and softmax included);
+    /// nil derives them: "<index>.<kind>" as in weight files, then "flatten" and "softmax".
+    public var layerNames: [String]?
+    /// Output blob of every exported layer but the softmax, in the same order; nil gives "<layer>_out".
+    public var blobNames: [String]?
+    /// Names of the four batch-norm tensors in ONNX initializers ("<layer>.<suffix>"), in
+    /// parameter order (gamma, beta, running mean, running variance).
+    public var batchNormTensorSuffixes: [String]
+
+    /// Product names, with `classLabel` and `classProbability` as the app expects them.
+    public init(
+        inputName: String = "image",
+        predictedLabelName: String = "classLabel",
+        probabilitiesName: String = "classProbability",
+        layerNames: [String]? = nil,
+        blobNames: [String]? = nil,
+        batchNormTensorSuffixes: [String] = ["weight", "bias", "running_mean", "running_var"]
+    ) {
+        self.inputName = inputName
+        self.predictedLabelName = predictedLabelName
+        self.probabilitiesName = probabilitiesName
+        self.layerNames = layerNames
+        self.blobNames = blobNames
+        self.batchNormTensorSuffixes = batchNormTensorSuffixes
+    }
+
+    /// The names the product uses.
+    public static let product = ExportNaming()
+}
+
+/// A trained model checked and translated into the operations both export formats share:
+/// dropout removed, a flatten inserted before the first linear layer, softmax appended,
+/// every layer and blob named and every tensor shape checked against the data flowing in.
+struct ExportPlan {
+    enum Operation {
+        case convolution(
+            inputChannels: Int, outputChannels: Int, kernelSize: Int, stride: Int, padding: Int,
+            weight: [Float], bias: [Float])
+        case batchNorm(channels: Int, epsilon: Float, gamma: [Float], beta: [Float], mean: [Float], variance: [Float])
+        case relu
+        case maxPool(size: Int, stride: Int)
+        case globalAveragePool
+        case flatten
+        case innerProduct(inputFeatures: Int, outputFeatures: Int, weight: [Float], bias: [Float])
+        case softmax
+    }
+
+    /// One exported layer: a name, one input blob, one output blob.
+    struct Step {
+        var name: String
+        var input: String
+        var output: String
+        var operation: Operation
+        /// ONNX initializer names of the layer's tensors, in parameter order.
+        var tensorNames: [String]
+    }
+
+    /// The shape of the data between layers, batch left out.
+    private enum DataShape {
+        case spatial(channels: Int, height: Int, width: Int)
+        case flat(features: Int)
+    }
+
+    let input: InputSpecification
+    let classLabels: [String]
+    let naming: ExportNaming
+    let steps: [Step]
+
+    init(model: TrainedModel, naming: ExportNaming) throws(ExportError) {
+        let definition = model.definition
+        try Self.validate(input: definition.input)
+        try Self.validate(labels: definition.classLabels)
+        guard model.weights.count == definition.layers.count else {
+            throw .weightCountMismatch(layers: definition.layers.count, weights: model.weights.count)
+        }
+
+        var pending: [(name: String, operation: Operation, tensorSuffixes: [String])] = []
+        var shape = DataShape.spatial(
+            channels: definition.input.channels, height: definition.input.height, width: definition.input.width)
+        var lastLayer: String?
+        for (index, layer) in definition.layers.enumerated() {
+            let name = definition.layerNames[index]
+            let parameters = try Self.parameters(of: layer, named: name, index: index, weights: model.weights[index])
+            if case .dropout = layer { continue }
+            if case .linear = layer, case let .spatial(channels, height, width) = shape {
+                pending.append(("flatten", .flatten, []))
+                shape = .flat(features: channels * height * width)
+            }
+            let operation = try Self.operation(for: layer, named: name, parameters: parameters, shape: &shape)
+            let suffixes: [String]
+            if case .batchNorm2D = layer {
+                suffixes = naming.batchNormTensorSuffixes
+            } else {
+                suffixes = layer.parameterShapes.map(\.name)
+            }
+            pending.append((name, operation, suffixes))
+            lastLayer = name
+        }
+        guard case let .innerProduct(_, networkOutputs, _, _)? = pending.last?.operation else {
+            throw .mustEndWithLinear(lastLayer: lastLayer)
+        }
+        guard networkOutputs == definition.classLabels.count else {
+            throw .labelCountMismatch(labels: definition.classLabels.count, outputs: networkOutputs)
+        }
+        pending.append(("softmax", .softmax, []))
+
+        let layerNames = naming.layerNames ?? pending.map(\.name)
+        let blobNames = naming.blobNames ?? layerNames.dropLast().map { "\($0)_out" }
+        try Self.validate(naming: naming, layerNames: layerNames, blobNames: blobNames, layerCount: pending.count)
+        guard naming.batchNormTensorSuffixes.count == 4, Set(naming.batchNormTensorSuffixes).count == 4 else {
+            throw .invalidNaming(reason: "batchNormTensorSuffixes needs four different names")
+        }
+
+        let outputs = blobNames + [naming.probabilitiesName]
+        var steps: [Step] = []
+        for (index, layer) in pending.enumerated() {
+            let name = layerNames[index]
+            steps.append(
+                Step(
+                    name: name,
+                    input: index == 0 ? naming.inputName : outputs[index - 1],
+                    output: outputs[index],
+                    operation: layer.operation,
+                    tensorNames: layer.tensorSuffixes.map { "\(name).\($0)" }))
+        }
+        self.input = definition.input
+        self.classLabels = definition.classLabels
+        self.naming = naming
+        self.steps = steps
+    }
+
+    /// Number of classes, the width of the softmax.
+    var classCount: Int { classLabels.count }
+
+    /// "RGB" or "GRAY", as in `InputSpecification.colorSpace`.
+    var colorSpaceName: String { input.channels == 1 ? "GRAY" : "RGB" }
+
+    // MARK: - Checks
+
+    private static func validate(input: InputSpecification) throws(ExportError) {
+        guard input.width > 0, input.height > 0 else {
+            throw .invalidInput(reason: "size \(input.width)x\(input.height) is not positive")
+        }
+        switch (input.channels, input.colorSpace) {
+        case (3, "RGB"), (1, "GRAY"): break
+        default:
+            throw .invalidInput(reason: "\(input.channels) channels with colour space '\(input.colorSpace)'")
+        }
+        guard input.bias.count == input.channels else {
+            throw .invalidInput(reason: "\(input.bias.count) biases for \(input.channels) channels")
+        }
+        // Core ML reads a channelScale of 0 as "unset", i.e. 1, so a zero scale would export a different model.
+        guard input.scale.isFinite, input.scale != 0, input.bias.allSatisfy(\.isFinite) else {
+            throw .invalidInput(reason: "scale \(input.scale) and biases \(input.bias) must be finite, scale non-zero")
+        }
+    }
+
+    private static func validate(labels: [String]) throws(ExportError) {
+        guard !labels.isEmpty else { throw .invalidLabels(reason: "there are none") }
+        if let empty = labels.firstIndex(of: "") {
+            throw .invalidLabels(reason: "label \(empty) is empty")
+        }
+        var seen = Set<String>()
+        for label in labels where !seen.insert(label).inserted {
+            throw .invalidLabels(reason: "'\(label)' appears twice; each class needs its own label")
+        }
+    }
+
+    private static func validate(
+        naming: ExportNaming, layerNames: [String], blobNames: [String], layerCount: Int
+    ) throws(ExportError) {
+        guard layerNames.count == layerCount else {
+            throw .invalidNaming(reason: "\(layerNames.count) layer names for \(layerCount) exported layers")
+        }
+        guard blobNames.count == layerCount - 1 else {
+            throw .invalidNaming(reason: "\(blobNames.count) blob names for \(layerCount - 1) intermediate outputs")
+        }
+        if let duplicate = firstDuplicate(layerNames) {
+            throw .invalidNaming(reason: "layer name '\(duplicate)' is used twice")
+        }
+        let blobs = [naming.inputName] + blobNames + [naming.probabilitiesName]
+        if let duplicate = firstDuplicate(blobs + [naming.predictedLabelName]) {
+            throw .invalidNaming(reason: "blob or feature name '\(duplicate)' is used twice")
+        }
+        if (layerNames + blobs + [naming.predictedLabelName]).contains("") {
+            throw .invalidNaming(reason: "a name is empty")
+        }
+    }
+
+    private static func firstDuplicate(_ names: [String]) -> String? {
+        var seen = Set<String>()
+        return names.first { !seen.insert($0).inserted }
+    }
+
+    /// The layer's tensors by name, after checking names, shapes and values against the definition.
+    private static func parameters(
+        of layer: LayerSpecification, named name: String, index: Int, weights: LayerWeights
+    ) throws(ExportError) -> [String: [Float]] {
+        guard weights.name == name else {
+            throw .weightNameMismatch(layerIndex: index, expected: name, actual: weights.name)
+        }
+        let expected = layer.parameterShapes
+        for tensor in weights.tensors where !expected.contains(where: { $0.name == tensor.name }) {
+            throw .unexpectedParameter(layer: name, parameter: tensor.name)
+        }
+        var parameters: [String: [Float]] = [:]
+        for (parameter, shape) in expected {
+            guard let tensor = weights.tensors.first(where: { $0.name == parameter })?.tensor else {
+                throw .missingParameter(layer: name, parameter: parameter)
+            }
+            guard tensor.shape == shape, tensor.scalars.count == shape.reduce(1, *) else {
+                throw .parameterShapeMismatch(layer: name, parameter: parameter, expected: shape, actual: tensor.shape)
+            }
+            guard tensor.scalars.allSatisfy(\.isFinite) else {
+                throw .nonFiniteParameter(layer: name, parameter: parameter)
+            }
+            parameters[parameter] = tensor.scalars
+        }
+        return parameters
+    }
+
+    /// The operation for one layer, with the data shape advanced past it.
+    private static func operation(
+        for layer: LayerSpecification, named name: String, parameters: [String: [Float]], shape: inout DataShape
+    ) throws(ExportError) -> Operation {
+        switch (layer, shape) {
+        case let (.conv2D(inputChannels, outputChannels, kernelSize, stride, padding), .spatial(channels, height, width)):
+            guard inputChannels == channels else {
+                throw .invalidLayer(layer: name, reason: "it expects \(inputChannels) channels but gets \(channels)")
+            }
+            guard kernelSize > 0, stride > 0, padding >= 0, padding < kernelSize else {
+                throw .invalidLayer(
+                    layer: name, reason: "kernel \(kernelSize), stride \(stride), padding \(padding) is not a valid window")
+            }
+            guard height + 2 * padding >= kernelSize, width + 2 * padding >= kernelSize else {
+                throw .invalidLayer(
+                    layer: name, reason: "its \(kernelSize)x\(kernelSize) kernel is larger than the \(height)x\(width) input")
+            }
+            let outHeight = (height + 2 * padding - kernelSize) / stride + 1
+            let outWidth = (width + 2 * padding - kernelSize) / stride + 1
+            shape = .spatial(channels: outputChannels, height: outHeight, width: outWidth)
+            return .convolution(
+                inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
+                padding: padding, weight: parameters["weight", default: []], bias: parameters["bias", default: []])
+        case let (.batchNorm2D(channels, epsilon, _), .spatial(incoming, _, _)):
+            guard channels == incoming else {
+                throw .invalidLayer(layer: name, reason: "it normalises \(channels) channels but gets \(incoming)")
+            }
+            // Core ML reads an epsilon of 0 as "unset" (1e-5), and 0 divides by zero on dead channels anyway.
+            guard epsilon > 0, epsilon.isFinite else {
+                throw .invalidLayer(layer: name, reason: "epsilon \(epsilon) must be positive")
+            }
+            return .batchNorm(
+                channels: channels, epsilon: epsilon, gamma: parameters["weight", default: []],
+                beta: parameters["bias", default: []], mean: parameters["running_mean", default: []],
+                variance: parameters["running_var", default: []])
+        case (.relu, _):
+            return .relu
+        case let (.maxPool2D(size, stride), .spatial(channels, height, width)):
+            guard size > 0, stride > 0, size <= height, size <= width else {
+                throw .invalidLayer(layer: name, reason: "a \(size)x\(size) window does not fit the \(height)x\(width) input")
+            }
+            shape = .spatial(channels: channels, height: (height - size) / stride + 1, width: (width - size) / stride + 1)
+            return .maxPool(size: size, stride: stride)
+        case let (.globalAveragePool, .spatial(channels, _, _)):
+            shape = .spatial(channels: channels, height: 1, width: 1)
+            return .globalAveragePool
+        case let (.linear(inputFeatures, outputFeatures), .flat(features)):
+            guard inputFeatures == features else {
+                throw .invalidLayer(layer: name, reason: "it expects \(inputFeatures) features but gets \(features)")
+            }
+            shape = .flat(features: outputFeatures)
+            return .innerProduct(
+                inputFeatures: inputFeatures, outputFeatures: outputFeatures,
+                weight: parameters["weight", default: []], bias: parameters["bias", default: []])
+        case (.conv2D, .flat), (.batchNorm2D, .flat), (.maxPool2D, .flat), (.globalAveragePool, .flat):
+            throw .invalidLayer(layer: name, reason: "it needs an image-shaped input but follows a linear layer")
+        case (.linear, .spatial), (.dropout, _):
+            // The caller flattens before linear layers and skips dropout.
+            throw .invalidLayer(layer: name, reason: "internal ordering error")
+        }
+    }
+}

@@ -1,0 +1,309 @@
+import Foundation
+
+/// Options of the ONNX encoder; the defaults are the product's.
+public struct ONNXExportOptions: Sendable, Equatable {
+    public var naming: ExportNaming
+    /// `GraphProto.name`.
+    public var graphName: String
+    /// `ModelProto.producer_name` / `producer_version`.
+    public var producerName: String
+    public var producerVersion: String
+
+    /// Options with product names.
+    public init(
+        naming: ExportNaming = .product,
+        graphName: String = "FaceClassifier",
+        producerName: String = "facetrain",
+        producerVersion: String = FaceTrainVersion.string
+    ) {
+        self.naming = naming
+        self.graphName = graphName
+        self.producerName = producerName
+        self.producerVersion = producerVersion
+    }
+
+    /// The options the product uses.
+    public static let product = ONNXExportOptions()
+}
+
+/// Writes a trained model as ONNX (opset 13, IR version 7): one float32 NCHW input of raw 0...255
+/// pixels (RGB order, batch dimension "N"), the normalisation as Mul + Add in the graph, the
+/// layers as Conv / BatchNormalization / Relu / MaxPool / GlobalAveragePool / Flatten / Gemm, and
+/// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
+///
+/// Field numbers follow `onnx.proto` (proto2: fields that are set are written even when zero), as
+/// summarised in docs/formats.md section 3.
+public enum ONNXExporter {
+    /// File name of the export inside a bundle.
+    public static let fileName = "model.onnx"
+    /// The IR version and opset written: the pair onnx 1.8 introduced, loadable by old runtimes too.
+    public static let irVersion = 7
+    public static let opsetVersion = 13
+
+    /// Keys of the fixed `metadata_props` entries.
+    public enum MetadataKey {
+        public static let classLabels = "class_labels"
+        public static let inputLayout = "input_layout"
+        public static let imageSize = "image_size"
+        public static let author = "author"
+        public static let license = "license"
+    }
+
+    /// Node, blob and initializer names of the normalisation in front of the network.
+    private enum Preprocessing {
+        static let scaleTensor = "pre.scale"
+        static let biasTensor = "pre.bias"
+        static let mulNode = "pre_mul"
+        static let scaled = "pre_scaled"
+        static let addNode = "pre_add"
+        static let output = "pre_out"
+    }
+
+    /// The serialized `onnx.ModelProto` of `model`.
+    public static func encode(
+        _ model: TrainedModel, metadata: ExportMetadata, options: ONNXExportOptions = .product
+    ) throws(ExportError) -> Data {
+        let plan = try ExportPlan(model: model, naming: options.naming)
+        let reserved: Set<String> = [
+            Preprocessing.scaleTensor, Preprocessing.biasTensor, Preprocessing.mulNode, Preprocessing.scaled,
+            Preprocessing.addNode, Preprocessing.output,
+        ]
+        for step in plan.steps {
+            for name in [step.name, step.output] + step.tensorNames where reserved.contains(name) {
+                throw .invalidNaming(reason: "'\(name)' is reserved for the ONNX preprocessing nodes")
+            }
+        }
+
+        var writer = ProtobufWriter()
+        writer.writeSigned(1, Int64(irVersion), always: true)
+        writer.writeString(2, options.producerName, always: true)
+        writer.writeString(3, options.producerVersion, always: true)
+        writer.writeSigned(5, Int64(metadata.version), always: true)
+        writer.writeString(6, metadata.shortDescription)
+        writer.writeMessage(7) { writeGraph(plan, name: options.graphName, to: &$0) }
+        writer.writeMessage(8) { opset in
+            opset.writeString(1, "", always: true)
+            opset.writeSigned(2, Int64(opsetVersion), always: true)
+        }
+        for (key, value) in metadataProperties(plan, metadata) {
+            writer.writeMessage(14) { entry in
+                entry.writeString(1, key, always: true)
+                entry.writeString(2, value, always: true)
+            }
+        }
+        return Data(writer.bytes)
+    }
+
+    /// `metadata_props` in file order: labels and input layout first, then the free-form entries.
+    private static func metadataProperties(_ plan: ExportPlan, _ metadata: ExportMetadata) -> [(String, String)] {
+        var properties = [
+            (MetadataKey.classLabels, jsonArray(plan.classLabels)),
+            (MetadataKey.inputLayout, "NCHW \(plan.colorSpaceName), raw 0..255 floats; scaling is inside the graph"),
+            (MetadataKey.imageSize, "\(plan.input.width)x\(plan.input.height)"),
+        ]
+        if !metadata.author.isEmpty { properties.append((MetadataKey.author, metadata.author)) }
+        if !metadata.license.isEmpty { properties.append((MetadataKey.license, metadata.license)) }
+        properties += metadata.userDefinedEntries.map { ($0.key, $0.value) }
+        return properties
+    }
+
+    // MARK: - Graph
+
+    private static func writeGraph(_ plan: ExportPlan, name: String, to graph: inout ProtobufWriter) {
+        let input = plan.naming.inputName
+        writeNode(
+            inputs: [input, Preprocessing.scaleTensor], output: Preprocessing.scaled, name: Preprocessing.mulNode,
+            operator: "Mul", to: &graph)
+        writeNode(
+            inputs: [Preprocessing.scaled, Preprocessing.biasTensor], output: Preprocessing.output,
+            name: Preprocessing.addNode, operator: "Add", to: &graph)
+        for step in plan.steps {
+            let stepInput = step.input == input ? Preprocessing.output : step.input
+            writeStep(step, input: stepInput, to: &graph)
+        }
+        graph.writeString(2, name, always: true)
+
+        let channels = plan.input.channels
+        writeInitializer(Preprocessing.scaleTensor, dims: [1, 1, 1, 1], values: [plan.input.scale], to: &graph)
+        writeInitializer(Preprocessing.biasTensor, dims: [1, channels, 1, 1], values: plan.input.bias, to: &graph)
+        for step in plan.steps {
+            for (tensorName, (dims, values)) in zip(step.tensorNames, tensors(of: step.operation)) {
+                writeInitializer(tensorName, dims: dims, values: values, to: &graph)
+            }
+        }
+
+        let batch = Dimension.symbolic("N")
+        writeValueInfo(
+            11, name: input,
+            dims: [batch, .fixed(channels), .fixed(plan.input.height), .fixed(plan.input.width)], to: &graph)
+        writeValueInfo(12, name: plan.naming.probabilitiesName, dims: [batch, .fixed(plan.classCount)], to: &graph)
+    }
+
+    private static func writeStep(_ step: ExportPlan.Step, input: String, to graph: inout ProtobufWriter) {
+        let inputs = [input] + step.tensorNames
+        let (operatorName, attributes): (String, [Attribute]) =
+            switch step.operation {
+            case let .convolution(_, _, kernelSize, stride, padding, _, _):
+                (
+                    "Conv",
+                    [
+                        .ints("kernel_shape", [kernelSize, kernelSize]),
+                        .ints("pads", [padding, padding, padding, padding]),
+                        .ints("strides", [stride, stride]),
+                    ]
+                )
+            case let .batchNorm(_, epsilon, _, _, _, _):
+                ("BatchNormalization", [.float("epsilon", epsilon)])
+            case .relu:
+                ("Relu", [])
+            case let .maxPool(size, stride):
+                ("MaxPool", [.ints("kernel_shape", [size, size]), .ints("strides", [stride, stride])])
+            case .globalAveragePool:
+                ("GlobalAveragePool", [])
+            case .flatten:
+                ("Flatten", [.int("axis", 1)])
+            case .innerProduct:
+                ("Gemm", [.float("alpha", 1), .float("beta", 1), .int("transB", 1)])
+            case .softmax:
+                ("Softmax", [.int("axis", 1)])
+            }
+        writeNode(
+            inputs: inputs, output: step.output, name: step.name, operator: operatorName, attributes: attributes,
+            to: &graph)
+    }
+
+    /// The layer's tensors with their ONNX shapes, in parameter order (matching `Step.tensorNames`).
+    private static func tensors(of operation: ExportPlan.Operation) -> [([Int], [Float])] {
+        switch operation {
+        case let .convolution(inputChannels, outputChannels, kernelSize, _, _, weight, bias):
+            [([outputChannels, inputChannels, kernelSize, kernelSize], weight), ([outputChannels], bias)]
+        case let .batchNorm(channels, _, gamma, beta, mean, variance):
+            [([channels], gamma), ([channels], beta), ([channels], mean), ([channels], variance)]
+        case let .innerProduct(inputFeatures, outputFeatures, weight, bias):
+            [([outputFeatures, inputFeatures], weight), ([outputFeatures], bias)]
+        case .relu, .maxPool, .globalAveragePool, .flatten, .softmax:
+            []
+        }
+    }
+
+    // MARK: - Messages
+
+    private enum Attribute {
+        case float(String, Float)
+        case int(String, Int)
+        case ints(String, [Int])
+
+        var name: String {
+            switch self {
+            case let .float(name, _), let .int(name, _), let .ints(name, _): name
+            }
+        }
+    }
+
+    private enum Dimension {
+        case fixed(Int)
+        case symbolic(String)
+    }
+
+    private static func writeNode(
+        inputs: [String], output: String, name: String, operator operatorName: String,
+        attributes: [Attribute] = [], to graph: inout ProtobufWriter
+    ) {
+        graph.writeMessage(1) { node in
+            for input in inputs { node.writeString(1, input, always: true) }
+            node.writeString(2, output, always: true)
+            node.writeString(3, name, always: true)
+            node.writeString(4, operatorName, always: true)
+            // onnx.helper sorts attributes by name; so do we, for byte-identical files.
+            for attribute in attributes.sorted(by: { $0.name < $1.name }) {
+                node.writeMessage(5) { writeAttribute(attribute, to: &$0) }
+            }
+        }
+    }
+
+    private static func writeAttribute(_ attribute: Attribute, to writer: inout ProtobufWriter) {
+        writer.writeString(1, attribute.name, always: true)
+        switch attribute {
+        case let .float(_, value):
+            writer.writeFloat(2, value, always: true)
+            writer.writeSigned(20, AttributeType.float, always: true)
+        case let .int(_, value):
+            writer.writeSigned(3, Int64(value), always: true)
+            writer.writeSigned(20, AttributeType.int, always: true)
+        case let .ints(_, values):
+            // AttributeProto.ints is not packed in proto2: one key per element.
+            for value in values { writer.writeSigned(8, Int64(value), always: true) }
+            writer.writeSigned(20, AttributeType.ints, always: true)
+        }
+    }
+
+    private static func writeInitializer(
+        _ name: String, dims: [Int], values: [Float], to graph: inout ProtobufWriter
+    ) {
+        graph.writeMessage(5) { tensor in
+            for dim in dims { tensor.writeSigned(1, Int64(dim), always: true) }
+            tensor.writeSigned(2, DataType.float, always: true)
+            tensor.writeString(8, name, always: true)
+            tensor.writeFloatBytes(9, values, always: true)
+        }
+    }
+
+    private static func writeValueInfo(
+        _ field: Int, name: String, dims: [Dimension], to graph: inout ProtobufWriter
+    ) {
+        graph.writeMessage(field) { info in
+            info.writeString(1, name, always: true)
+            info.writeMessage(2) { type in
+                type.writeMessage(1) { tensorType in
+                    tensorType.writeSigned(1, DataType.float, always: true)
+                    tensorType.writeMessage(2) { shape in
+                        for dim in dims {
+                            shape.writeMessage(1) { dimension in
+                                switch dim {
+                                case let .fixed(value): dimension.writeSigned(1, Int64(value), always: true)
+                                case let .symbolic(parameter): dimension.writeString(2, parameter, always: true)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private enum AttributeType {
+        static let float: Int64 = 1
+        static let int: Int64 = 2
+        static let ints: Int64 = 7
+    }
+
+    private enum DataType {
+        static let float: Int64 = 1
+    }
+
+    /// A JSON array of strings in the layout of Python's `json.dumps` (", " between items), kept
+    /// UTF-8 rather than \u-escaped.
+    static func jsonArray(_ strings: [String]) -> String {
+        "[" + strings.map(jsonString).joined(separator: ", ") + "]"
+    }
+
+    private static func jsonString(_ string: String) -> String {
+        var result = "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case "\u{08}": result += "\\b"
+            case "\u{0C}": result += "\\f"
+            case let control where control.value < 0x20:
+                let hex = String(control.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}
