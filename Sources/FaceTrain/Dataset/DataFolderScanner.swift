@@ -75,7 +75,7 @@ struct DataFolderScanner {
         }
 
         // Decode everything at once, on all cores.
-        let outcomes = parallelMap(count: candidates.count) { index in decode(candidates[index].url, label: candidates[index].label) }
+        let outcomes = Parallel.map(candidates.count) { index in decode(candidates[index].url, label: candidates[index].label) }
         var samples: [FaceSample] = []
         for (candidate, outcome) in zip(candidates, outcomes) {
             switch outcome {

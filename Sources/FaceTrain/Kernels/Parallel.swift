@@ -52,3 +52,16 @@ enum Parallel {
 private struct UncheckedSendable<Value>: @unchecked Sendable {
     let value: Value
 }
+
+extension Parallel {
+    /// Computes `body(i)` for every index in parallel and returns the results in index order.
+    static func map<T>(_ count: Int, _ body: (Int) -> T) -> [T] {
+        guard count > 0 else { return [] }
+        let results = UnsafeMutableBufferPointer<T?>.allocate(capacity: count)
+        results.initialize(repeating: nil)
+        defer { results.deallocate() }
+        let slots = UncheckedSendable(value: results)
+        forEach(count) { slots.value[$0] = body($0) }
+        return results.map { $0! }
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+
+/// A model scored on a set of crops: predictions, the threshold sweep, the chosen threshold and
+/// the metrics at it, plus the embeddings for the report's map.
+public struct EvaluationRun: Sendable {
+    public var predictions: [Prediction]
+    public var sweep: [ThresholdPoint]
+    /// The threshold the sweep chose for the target false accept rate.
+    public var chosenThreshold: Double
+    /// Metrics at the threshold in use (the chosen one, or the bundle's).
+    public var metrics: EvaluationMetrics
+    /// Embedding rows in sample order.
+    public var embeddings: [[Float]]
+}
+
+/// Runs a trained model over crops and scores it.
+public enum ModelEvaluation {
+    /// True label of a crop for a model: its folder's label if the model knows it, else "2".
+    public static func trueLabel(of sample: FaceSample, classLabels: [String]) -> String {
+        let label = String(sample.label)
+        return classLabels.contains(label) ? label : "2"
+    }
+
+    /// Scores `model` on `samples`. With `threshold` nil, the sweep's choice for
+    /// `targetFalseAcceptRate` is used; otherwise the given one (a bundle's recorded threshold).
+    public static func evaluate(
+        _ model: TrainedModel, on samples: [FaceSample], names: [String: String], targetFalseAcceptRate: Double,
+        threshold: Double? = nil, withEmbeddings: Bool = false
+    ) throws -> EvaluationRun {
+        var network = try Network(model: model)
+        let labels = model.definition.classLabels
+        let probabilities = Inference.probabilities(of: samples, with: &network, definition: model.definition)
+        let predictions = zip(samples, probabilities).map { sample, row in
+            Prediction(path: sample.path, trueLabel: trueLabel(of: sample, classLabels: labels), probabilities: row)
+        }
+        let sweep = Scoring.sweep(predictions, classLabels: labels)
+        let chosen = Scoring.chooseThreshold(sweep, targetFalseAcceptRate: targetFalseAcceptRate)
+        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: threshold ?? chosen), names: names)
+        let embeddings = withEmbeddings ? Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
+        return EvaluationRun(predictions: predictions, sweep: sweep, chosenThreshold: chosen, metrics: metrics, embeddings: embeddings)
+    }
+}

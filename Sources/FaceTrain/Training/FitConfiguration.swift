@@ -1,0 +1,63 @@
+import Foundation
+
+/// Everything that decides how `fit` trains, with defaults meant to work from ~25 crops a person.
+public struct FitConfiguration: Codable, Sendable, Equatable {
+    public var epochs = 60
+    public var batchSize = 32
+    public var seed: UInt64 = 1
+    public var inputSize = 64
+    /// Share of each class held out for model selection and evaluation.
+    public var holdout = 0.2
+    /// Channel multiplier of `ref-small` (16 gives 16-32-64-128 channels).
+    public var width = 16
+    /// Peak learning rate of AdamW, reached after the warm-up.
+    public var learningRate = 3e-3
+    /// Decoupled weight decay of AdamW (not applied to biases and batch-norm parameters).
+    public var weightDecay = 5e-4
+    public var warmupEpochs = 3
+    public var labelSmoothing = 0.1
+    /// Gradients are rescaled when their global norm exceeds this.
+    public var gradientClipNorm = 5.0
+    /// Unknown-person false accept rate the accept threshold is chosen for.
+    public var targetFalseAcceptRate = 0.05
+    public var augmentation = AugmentationSettings()
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case epochs, seed, holdout, width, augmentation
+        case batchSize = "batch_size", inputSize = "input_size", learningRate = "learning_rate"
+        case weightDecay = "weight_decay", warmupEpochs = "warmup_epochs", labelSmoothing = "label_smoothing"
+        case gradientClipNorm = "gradient_clip_norm", targetFalseAcceptRate = "target_far"
+    }
+}
+
+/// Why a fit stopped without a model.
+public enum FitError: Error, CustomStringConvertible {
+    case diverged(epoch: Int, batch: Int, loss: Float)
+    case interrupted(checkpoint: String)
+    case noCheckpoint(path: String)
+    case checkpointMismatch(path: String)
+    case checkpointUnreadable(path: String, reason: String)
+    case checkpointNotWritable(path: String, reason: String)
+    case tooFewTrainingCrops(count: Int)
+
+    public var description: String {
+        switch self {
+        case .diverged(let epoch, let batch, let loss):
+            "training diverged: the loss became \(loss) at epoch \(epoch), batch \(batch); no bundle was written. HINT: lower --learning-rate (the default is 0.003)."
+        case .interrupted(let checkpoint):
+            "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): run the same command with --resume to continue."
+        case .noCheckpoint(let path):
+            "--resume: no checkpoint at \(path) for this data and configuration. HINT: run without --resume to start afresh."
+        case .checkpointMismatch(let path):
+            "--resume: the checkpoint in \(path) was made for other data or settings. HINT: use the same data and options, or run without --resume."
+        case .checkpointUnreadable(let path, let reason):
+            "--resume: the checkpoint \(path) cannot be read (\(reason)). HINT: delete it and run without --resume."
+        case .checkpointNotWritable(let path, let reason):
+            "cannot write the checkpoint \(path): \(reason). HINT: check free space and permissions of the models folder."
+        case .tooFewTrainingCrops(let count):
+            "only \(count) crops are left for training after the held-out split. HINT: add crops or lower --holdout."
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import FaceTrain
+import Foundation
+
+/// Prints fit progress: a live bar on a terminal, summary lines otherwise, JSON lines with `--json`.
+final class ProgressPrinter: FitObserver {
+    enum Style { case terminal, lines, json }
+    let style: Style
+    private var lastDraw = Date.distantPast
+    private var epochs = 0
+    private var epochStart = Date()
+
+    init(json: Bool) {
+        style = json ? .json : (isatty(STDOUT_FILENO) != 0 ? .terminal : .lines)
+    }
+
+    /// One JSON object per line, keys sorted.
+    func event(_ name: String, _ fields: [String: Any]) {
+        var object = fields
+        object["event"] = name
+        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
+            print(String(decoding: data, as: UTF8.self))
+            fflush(stdout)
+        }
+    }
+
+    /// A line for people; in JSON mode an event of kind "message".
+    func say(_ text: String) {
+        if style == .json { event("message", ["text": text]) } else { print(text) }
+        fflush(stdout)
+    }
+
+    func fitStarted(trainingCrops: Int, heldOutCrops: Int, classes: Int, epochs: Int, resumedFrom: Int?) {
+        self.epochs = epochs
+        if style == .json {
+            event("start", ["training_crops": trainingCrops, "held_out_crops": heldOutCrops, "classes": classes, "epochs": epochs, "resumed_from_epoch": resumedFrom as Any])
+        } else {
+            let resumed = resumedFrom.map { ", resuming after epoch \($0)" } ?? ""
+            say("training on \(trainingCrops) crops, \(heldOutCrops) held out, \(classes) classes, \(epochs) epochs\(resumed)")
+        }
+    }
+
+    func batchFinished(epoch: Int, batch: Int, batches: Int, imagesPerSecond: Double, loss: Double) {
+        if batch == 1 { epochStart = Date() }
+        guard style == .terminal, Date().timeIntervalSince(lastDraw) > 0.1 || batch == batches else { return }
+        lastDraw = Date()
+        let width = 24, filled = width * batch / max(batches, 1)
+        let secondsLeft = Date().timeIntervalSince(epochStart) / Double(batch) * Double(batches - batch)
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let line = String(format: "\r epoch %d/%d [%@] %d/%d  %.0f img/s  loss %.4f  ETA %.0fs ", epoch, epochs, bar, batch, batches, imagesPerSecond, loss, secondsLeft)
+        FileHandle.standardOutput.write(Data(line.utf8))
+    }
+
+    func epochFinished(_ record: EpochRecord, isBest: Bool) {
+        switch style {
+        case .json:
+            event("epoch", [
+                "epoch": record.epoch, "train_loss": record.trainLoss, "train_accuracy": record.trainAccuracy,
+                "held_out_loss": record.heldOutLoss, "held_out_accuracy": record.heldOutAccuracy,
+                "learning_rate": record.learningRate, "seconds": record.seconds, "best": isBest,
+            ])
+        case .terminal, .lines:
+            let clear = style == .terminal ? "\r\u{1B}[K" : ""
+            let line = String(
+                format: "%@epoch %3d/%d  train loss %.4f acc %.3f  held-out loss %.4f acc %.3f  lr %.2e  %.1fs%@", clear,
+                record.epoch, epochs, record.trainLoss, record.trainAccuracy, record.heldOutLoss, record.heldOutAccuracy,
+                record.learningRate, record.seconds, isBest ? "  *best" : "")
+            print(line)
+            fflush(stdout)
+        }
+    }
+}
+
+/// Set by SIGINT/SIGTERM; the fit polls it between batches and stops cleanly.
+nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
+
+/// Makes Ctrl-C request a clean stop instead of killing the process mid-write.
+func installInterruptHandler() {
+    signal(SIGINT) { _ in interruptRequested = 1 }
+    signal(SIGTERM) { _ in interruptRequested = 1 }
+}
