@@ -19,14 +19,14 @@ final class ProgressPrinter: FitObserver {
         object["event"] = name
         if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
             print(String(decoding: data, as: UTF8.self))
-            fflush(stdout)
+            fflush(nil)
         }
     }
 
     /// A line for people; in JSON mode an event of kind "message".
     func say(_ text: String) {
         if style == .json { event("message", ["text": text]) } else { print(text) }
-        fflush(stdout)
+        fflush(nil)
     }
 
     func fitStarted(trainingCrops: Int, heldOutCrops: Int, classes: Int, epochs: Int, resumedFrom: Int?) {
@@ -65,7 +65,7 @@ final class ProgressPrinter: FitObserver {
                 record.epoch, epochs, record.trainLoss, record.trainAccuracy, record.heldOutLoss, record.heldOutAccuracy,
                 record.learningRate, record.seconds, isBest ? "  *best" : "")
             print(line)
-            fflush(stdout)
+            fflush(nil)
         }
     }
 }

@@ -14,8 +14,17 @@ struct Checkpoint {
         var history: [EpochRecord]
         var bestEpoch: Int
         var bestHeldOutLoss: Double
+        var trainer: TrainerState?
         /// Name and shape of each tensor stored after the header, in order.
         var tensors: [TensorEntry]
+    }
+
+    /// The trainer's counters and generator states; its optimizer slots are stored as tensors.
+    struct TrainerState: Codable {
+        var step: Int
+        var optimizerKind: String
+        var optimizerStep: Int
+        var generators: [String: UInt64]
     }
 
     struct TensorEntry: Codable {

@@ -13,7 +13,7 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     /// Peak learning rate of AdamW, reached after the warm-up.
     public var learningRate = 3e-3
     /// Decoupled weight decay of AdamW (not applied to biases and batch-norm parameters).
-    public var weightDecay = 5e-4
+    public var weightDecay = 0.01
     public var warmupEpochs = 3
     public var labelSmoothing = 0.1
     /// Gradients are rescaled when their global norm exceeds this.
@@ -41,6 +41,7 @@ public enum FitError: Error, CustomStringConvertible {
     case checkpointUnreadable(path: String, reason: String)
     case checkpointNotWritable(path: String, reason: String)
     case tooFewTrainingCrops(count: Int)
+    case engine(String)
 
     public var description: String {
         switch self {
@@ -58,6 +59,8 @@ public enum FitError: Error, CustomStringConvertible {
             "cannot write the checkpoint \(path): \(reason). HINT: check free space and permissions of the models folder."
         case .tooFewTrainingCrops(let count):
             "only \(count) crops are left for training after the held-out split. HINT: add crops or lower --holdout."
+        case .engine(let message):
+            "training failed: \(message)"
         }
     }
 }

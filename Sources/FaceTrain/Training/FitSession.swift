@@ -1,0 +1,217 @@
+import Foundation
+
+/// Receives progress from a fit: per batch (for a live bar) and per epoch (for a summary line).
+public protocol FitObserver: AnyObject {
+    func fitStarted(trainingCrops: Int, heldOutCrops: Int, classes: Int, epochs: Int, resumedFrom: Int?)
+    func batchFinished(epoch: Int, batch: Int, batches: Int, imagesPerSecond: Double, loss: Double)
+    func epochFinished(_ record: EpochRecord, isBest: Bool)
+}
+
+/// What a finished fit hands to evaluation and the bundle writer.
+public struct FitResult: Sendable {
+    /// The weights of the epoch with the lowest held-out loss.
+    public var model: TrainedModel
+    public var history: [EpochRecord]
+    public var bestEpoch: Int
+    public var training: [FaceSample]
+    public var heldOut: [FaceSample]
+}
+
+/// Trains `ref-small` on a data folder: augmentation, AdamW with cosine schedule and warm-up, label
+/// smoothing, class-weighted loss, best epoch by held-out loss, a checkpoint after every epoch.
+public final class FitSession {
+    public let dataset: FaceDataset
+    public let configuration: FitConfiguration
+    public let definition: ModelDefinition
+    public let training: [FaceSample]
+    public let heldOut: [FaceSample]
+    /// Where the checkpoint of this data and configuration lives.
+    public let checkpointURL: URL
+    /// Class index of each label.
+    let classIndex: [Int: Int]
+
+    public init(dataset: FaceDataset, configuration: FitConfiguration, checkpointDirectory: URL) throws(FitError) {
+        self.dataset = dataset
+        self.configuration = configuration
+        let split = dataset.split(holdout: configuration.holdout)
+        training = split.training
+        heldOut = split.heldOut
+        guard training.count >= 2 else { throw .tooFewTrainingCrops(count: training.count) }
+        definition = .referenceSmall(
+            classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3, width: configuration.width)
+        classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
+        checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(Self.key(dataset: dataset, configuration: configuration).prefix(16)).checkpoint")
+    }
+
+    /// Identifies a fit: the same data and configuration give the same key.
+    static func key(dataset: FaceDataset, configuration: FitConfiguration) -> String {
+        let settings = (try? JSONText.data(configuration, pretty: false)) ?? Data()
+        return contentHash(Data(dataset.fingerprint.utf8) + settings)
+    }
+
+    /// Loss weight per class: inverse frequency in the training split, normalised to mean 1 over
+    /// crops and clipped to 0.2...5, so a large class 1 or 2 cannot drown 25 crops of a user.
+    var classWeights: [Float] {
+        var counts = [Int](repeating: 0, count: dataset.labels.count)
+        for sample in training { counts[classIndex[sample.label]!] += 1 }
+        let total = Float(training.count), classes = Float(counts.filter { $0 > 0 }.count)
+        return counts.map { $0 == 0 ? 1 : min(max(total / (classes * Float($0)), 0.2), 5) }
+    }
+
+    /// Seed of everything random at one position of one epoch, independent of threads and of resuming.
+    func seed(epoch: Int, stream: UInt64, index: Int) -> UInt64 {
+        var generator = SplitMix64(seed: configuration.seed ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15) ^ (stream &* 0xBF58_476D_1CE4_E5B9) ^ UInt64(index))
+        return generator.next()
+    }
+
+    /// Fills `images` (a [n, 3, H, W] buffer) with the given samples, augmented or not, in parallel.
+    func fillBatch(_ samples: [FaceSample], indices: ArraySlice<Int>, epoch: Int, augment: Bool, into images: inout Tensor) {
+        let input = definition.input
+        let plane = input.channels * input.width * input.height
+        let order = Array(indices)
+        let settings = configuration.augmentation
+        images.scalars.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            Parallel.forEach(order.count) { position in
+                let sample = samples[order[position]]
+                if augment {
+                    var random = SplitMix64(seed: seed(epoch: epoch, stream: 1, index: order[position]))
+                    ImageTensor.writeAugmented(sample.image, input: input, settings: settings, random: &random, to: base + position * plane)
+                } else {
+                    ImageTensor.write(sample.image, input: input, to: base + position * plane)
+                }
+            }
+        }
+    }
+
+    /// Trains; with `resume`, continues from the checkpoint. `shouldStop` is polled between
+    /// batches (Ctrl-C): the run then ends with `FitError.interrupted` and the checkpoint kept.
+    public func run(resume: Bool, observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError) -> FitResult {
+        let key = Self.key(dataset: dataset, configuration: configuration)
+        let batchSize = min(configuration.batchSize, training.count)
+        let batchCount = max(training.count / batchSize, 1)  // the remainder waits for the next shuffle
+        var trainer = try makeTrainer(batchCount: batchCount)
+        var history: [EpochRecord] = []
+        var bestEpoch = 0
+        var bestLoss = Double.infinity
+        var bestWeights = trainer.network.weights
+        var firstEpoch = 1
+        if resume {
+            let checkpoint = try Checkpoint.read(from: checkpointURL)
+            guard checkpoint.header.key == key else { throw .checkpointMismatch(path: checkpointURL.path) }
+            do {
+                try trainer.network.load(Self.weights(checkpoint.tensors, prefix: "weights/", definition: definition))
+                bestWeights = try Self.weights(checkpoint.tensors, prefix: "best/", definition: definition)
+                var slots: [String: Tensor] = [:]
+                for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") { slots[String(name.dropFirst(10))] = tensor }
+                guard let state = checkpoint.header.trainer else { throw FitError.checkpointUnreadable(path: checkpointURL.path, reason: "no trainer state") }
+                try trainer.restore(TrainingState(step: state.step, optimizer: OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots), generators: state.generators))
+            } catch {
+                throw .checkpointUnreadable(path: checkpointURL.path, reason: "\(error)")
+            }
+            history = checkpoint.header.history
+            bestEpoch = checkpoint.header.bestEpoch
+            bestLoss = checkpoint.header.bestHeldOutLoss
+            firstEpoch = checkpoint.header.epochsDone + 1
+        }
+        observer?.fitStarted(
+            trainingCrops: training.count, heldOutCrops: heldOut.count, classes: definition.classLabels.count,
+            epochs: configuration.epochs, resumedFrom: resume ? firstEpoch - 1 : nil)
+
+        let input = definition.input
+        var images = Tensor(zeros: [batchSize, input.channels, input.height, input.width])
+        let labels = training.map { classIndex[$0.label]! }
+        var learningRate = 0.0
+        for epoch in firstEpoch...max(configuration.epochs, firstEpoch - 1) where epoch <= configuration.epochs {
+            let started = Date()
+            var order = Array(training.indices)
+            var shuffler = SplitMix64(seed: seed(epoch: epoch, stream: 0, index: 0))
+            order.shuffle(using: &shuffler)
+            var lossSum = 0.0, correct = 0, seen = 0
+            for batch in 0..<batchCount {
+                if shouldStop() { throw .interrupted(checkpoint: checkpointURL.path) }
+                let indices = order[(batch * batchSize)..<((batch + 1) * batchSize)]
+                fillBatch(training, indices: indices, epoch: epoch, augment: true, into: &images)
+                let step: TrainingStepResult
+                do { step = try trainer.trainStep(images: images, labels: indices.map { labels[$0] }) } catch {
+                    throw .engine("\(error)")
+                }
+                guard step.loss.isFinite, step.gradientNorm.isFinite else { throw .diverged(epoch: epoch, batch: batch + 1, loss: step.loss) }
+                learningRate = Double(step.learningRate)
+                lossSum += Double(step.loss) * Double(indices.count)
+                correct += Int((step.accuracy * Float(indices.count)).rounded())
+                seen += indices.count
+                let elapsed = Date().timeIntervalSince(started)
+                observer?.batchFinished(epoch: epoch, batch: batch + 1, batches: batchCount, imagesPerSecond: Double(seen) / max(elapsed, 1e-9), loss: lossSum / Double(seen))
+            }
+            let (heldOutLoss, heldOutAccuracy) = evaluateHeldOut(trainer: &trainer)
+            let record = EpochRecord(
+                epoch: epoch, trainLoss: lossSum / Double(max(seen, 1)), trainAccuracy: Double(correct) / Double(max(seen, 1)),
+                heldOutLoss: heldOutLoss, heldOutAccuracy: heldOutAccuracy,
+                learningRate: learningRate, seconds: Date().timeIntervalSince(started))
+            history.append(record)
+            let isBest = heldOutLoss < bestLoss || heldOut.isEmpty
+            if isBest {
+                bestLoss = heldOut.isEmpty ? 0 : heldOutLoss
+                bestEpoch = epoch
+                bestWeights = trainer.network.weights
+            }
+            let state = trainer.state
+            var tensors: [String: Tensor] = [:]
+            for (name, tensor) in state.optimizer.slots { tensors["optimizer/" + name] = tensor }
+            for layer in trainer.network.weights { for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor } }
+            for layer in bestWeights { for named in layer.tensors { tensors["best/\(layer.name).\(named.name)"] = named.tensor } }
+            let trainerState = Checkpoint.TrainerState(step: state.step, optimizerKind: state.optimizer.kind, optimizerStep: state.optimizer.step, generators: state.generators)
+            try Checkpoint(
+                header: .init(key: key, epochsDone: epoch, history: history, bestEpoch: bestEpoch, bestHeldOutLoss: bestLoss, trainer: trainerState, tensors: []),
+                tensors: tensors
+            ).write(to: checkpointURL)
+            observer?.epochFinished(record, isBest: isBest)
+        }
+        return FitResult(model: TrainedModel(definition: definition, weights: bestWeights), history: history, bestEpoch: bestEpoch, training: training, heldOut: heldOut)
+    }
+
+    /// Mean cross-entropy (no smoothing, no weights) and accuracy of the held-out crops.
+    private func evaluateHeldOut(trainer: inout Trainer) -> (loss: Double, accuracy: Double) {
+        guard !heldOut.isEmpty else { return (0, 0) }
+        let probabilities = Inference.probabilities(of: heldOut, with: &trainer.network, definition: definition)
+        var loss = 0.0, correct = 0
+        for (sample, row) in zip(heldOut, probabilities) {
+            let target = classIndex[sample.label]!
+            loss -= log(max(Double(row[target]), 1e-12))
+            if row.indices.max(by: { row[$0] < row[$1] }) == target { correct += 1 }
+        }
+        return (loss / Double(heldOut.count), Double(correct) / Double(heldOut.count))
+    }
+
+    /// The trainer of this fit: He-initialised ref-small, AdamW, cosine schedule with warm-up,
+    /// label smoothing, class weights and gradient clipping.
+    private func makeTrainer(batchCount: Int) throws(FitError) -> Trainer {
+        do {
+            let network = try Network(definition: definition, seed: configuration.seed)
+            return Trainer(
+                network: network, optimizer: AdamW(weightDecay: Float(configuration.weightDecay)),
+                learningRate: Float(configuration.learningRate),
+                schedule: .cosine(warmupSteps: configuration.warmupEpochs * batchCount, totalSteps: configuration.epochs * batchCount, minimumFactor: 0),
+                loss: SoftmaxCrossEntropy(labelSmoothing: Float(configuration.labelSmoothing), classWeights: classWeights),
+                maximumGradientNorm: Float(configuration.gradientClipNorm))
+        } catch {
+            throw .engine("\(error)")
+        }
+    }
+
+    /// Layer weights stored under `prefix` in a checkpoint, in the definition's layout.
+    static func weights(_ tensors: [String: Tensor], prefix: String, definition: ModelDefinition) throws -> [LayerWeights] {
+        try zip(definition.layerNames, definition.layers).map { name, layer in
+            LayerWeights(name: name, tensors: try layer.parameterShapes.map { parameter in
+                guard let tensor = tensors["\(prefix)\(name).\(parameter.name)"], tensor.shape == parameter.shape else {
+                    throw FitError.checkpointUnreadable(path: prefix, reason: "missing \(name).\(parameter.name)")
+                }
+                return NamedTensor(name: parameter.name, tensor: tensor)
+            })
+        }
+    }
+
+    /// Deletes the checkpoint once its fit has become a bundle.
+    public func removeCheckpoint() { try? FileManager.default.removeItem(at: checkpointURL) }
+}
