@@ -15,3 +15,6 @@ static inline unsigned chdf5_file_truncate(void) { return H5F_ACC_TRUNC; }
 static inline unsigned chdf5_file_exclusive(void) { return H5F_ACC_EXCL; }
 static inline unsigned chdf5_file_read_only(void) { return H5F_ACC_RDONLY; }
 static inline size_t chdf5_variable(void) { return H5T_VARIABLE; }
+static inline hid_t chdf5_std_i32le(void) { return H5T_STD_I32LE; }
+static inline hid_t chdf5_native_int32(void) { return H5T_NATIVE_INT32; }
+static inline hid_t chdf5_error_default(void) { return H5E_DEFAULT; }

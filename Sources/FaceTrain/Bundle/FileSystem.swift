@@ -1,0 +1,189 @@
+import Foundation
+
+/// POSIX steps for crash-safe writing: exclusive create, fsync, no-replace rename, directory sync.
+///
+/// Foundation's `Data.write(options: .atomic)` neither fsyncs nor syncs the directory, so a crash
+/// can leave an empty file under the final name; these helpers do both.
+enum FileSystem {
+    /// What `lstat` says is at a path.
+    enum Kind { case missing, regular, directory, symbolicLink, other }
+
+    static func kind(at url: URL) -> Kind {
+        var status = stat()
+        guard lstat(url.path, &status) == 0 else { return .missing }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: return .regular
+        case S_IFDIR: return .directory
+        case S_IFLNK: return .symbolicLink
+        default: return .other
+        }
+    }
+
+    /// Creates a directory and its parents.
+    static func createDirectory(_ url: URL) throws {
+        var path = ""
+        for component in url.standardizedFileURL.pathComponents {
+            path = component == "/" ? "/" : (path.hasSuffix("/") ? path + component : path + "/" + component)
+            if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                throw BundleError.io(operation: "create directory", path: path, code: errno)
+            }
+        }
+        guard kind(at: url) == .directory else { throw BundleError.io(operation: "create directory", path: url.path, code: ENOTDIR) }
+    }
+
+    /// Writes `data` to a file that must not exist yet, fsyncs and closes it.
+    static func writeNewFile(_ data: Data, to url: URL, mode: mode_t = 0o644) throws {
+        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { throw BundleError.io(operation: "create", path: url.path, code: errno) }
+        do {
+            try writeAll(data, to: descriptor, path: url.path)
+            guard fsync(descriptor) == 0 else { throw BundleError.io(operation: "sync", path: url.path, code: errno) }
+        } catch {
+            close(descriptor)
+            unlink(url.path)
+            throw error
+        }
+        guard close(descriptor) == 0 else { throw BundleError.io(operation: "close", path: url.path, code: errno) }
+    }
+
+    private static func writeAll(_ data: Data, to descriptor: Int32, path: String) throws {
+        let result: Int32 = data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return 0
+        }
+        if result != 0 { throw BundleError.io(operation: "write", path: path, code: result) }
+    }
+
+    /// fsyncs a file or directory.
+    static func sync(_ url: URL) throws {
+        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BundleError.io(operation: "open", path: url.path, code: errno) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw BundleError.io(operation: "sync", path: url.path, code: errno) }
+    }
+
+    /// Renames without replacing an existing target (`renameat2(RENAME_NOREPLACE)` where the
+    /// kernel and file system have it; otherwise a check first, which callers make safe by
+    /// holding the models lock).
+    static func renameNoReplace(_ source: URL, to target: URL) throws {
+        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") {
+            let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
+            let noReplace: UInt32 = 1
+            if renameat2(AT_FDCWD, source.path, AT_FDCWD, target.path, noReplace) == 0 { return }
+            let code = errno
+            if code != EINVAL && code != ENOSYS {
+                throw BundleError.io(operation: "rename \(source.lastPathComponent) to", path: target.path, code: code)
+            }
+        }
+        guard kind(at: target) == .missing else {
+            throw BundleError.io(operation: "rename \(source.lastPathComponent) to", path: target.path, code: EEXIST)
+        }
+        guard rename(source.path, target.path) == 0 else {
+            throw BundleError.io(operation: "rename \(source.lastPathComponent) to", path: target.path, code: errno)
+        }
+    }
+
+    /// Replaces the file at `url` in one step: a temporary file next to it, fsync, rename, and
+    /// an fsync of the directory. `beforeRename` runs between the last two (tests pause there).
+    static func replaceAtomically(_ data: Data, at url: URL, beforeRename: (() -> Void)? = nil) throws {
+        let directory = url.deletingLastPathComponent()
+        let temporary = directory.appendingPathComponent(temporaryName(for: url.lastPathComponent))
+        try writeNewFile(data, to: temporary)
+        beforeRename?()
+        guard rename(temporary.path, url.path) == 0 else {
+            let code = errno
+            unlink(temporary.path)
+            throw BundleError.io(operation: "rename \(temporary.lastPathComponent) to", path: url.path, code: code)
+        }
+        try sync(directory)
+    }
+
+    /// ".<name>.tmp-<pid>-<random>": hidden, and recognisable as stale by `isTemporaryName`.
+    static func temporaryName(for name: String) -> String {
+        ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    static func isTemporaryName(_ name: String) -> Bool { name.hasPrefix(".") && name.contains(".tmp-") }
+
+    /// Names in a directory, without "." and "..".
+    static func entries(of url: URL) throws -> [String] {
+        guard let directory = opendir(url.path) else {
+            throw BundleError.io(operation: "list", path: url.path, code: errno)
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Removes a file or a directory tree without following symbolic links.
+    static func removeTree(_ url: URL) throws {
+        switch kind(at: url) {
+        case .missing:
+            return
+        case .directory:
+            chmod(url.path, 0o755)
+            for name in try entries(of: url) { try removeTree(url.appendingPathComponent(name)) }
+            guard rmdir(url.path) == 0 || errno == ENOENT else {
+                throw BundleError.io(operation: "remove", path: url.path, code: errno)
+            }
+        default:
+            guard unlink(url.path) == 0 || errno == ENOENT else {
+                throw BundleError.io(operation: "remove", path: url.path, code: errno)
+            }
+        }
+    }
+}
+
+/// An exclusive `flock(2)` on a file, held until `release()` or until the process dies —
+/// which is what lets another process prove a staging area dead.
+final class FileLock {
+    let url: URL
+    private var descriptor: Int32
+
+    private init(url: URL, descriptor: Int32) {
+        self.url = url
+        self.descriptor = descriptor
+    }
+
+    /// Opens (creating if asked) and locks `url`; waits for the lock, or returns nil at once
+    /// when `wait` is false and another open file holds it.
+    static func acquire(_ url: URL, create: Bool, exclusiveCreate: Bool = false, wait: Bool) throws -> FileLock? {
+        var flags = O_RDWR | O_CLOEXEC
+        if create { flags |= O_CREAT }
+        if exclusiveCreate { flags |= O_EXCL }
+        let descriptor = open(url.path, flags, 0o644)
+        guard descriptor >= 0 else { throw BundleError.io(operation: "open lock file", path: url.path, code: errno) }
+        while flock(descriptor, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            close(descriptor)
+            if code == EWOULDBLOCK { return nil }
+            throw BundleError.io(operation: "lock", path: url.path, code: code)
+        }
+        return FileLock(url: url, descriptor: descriptor)
+    }
+
+    /// Unlocks and closes; safe to call twice.
+    func release() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
+    }
+
+    deinit { release() }
+}

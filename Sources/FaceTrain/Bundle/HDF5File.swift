@@ -1,0 +1,280 @@
+import CHDF5
+import Foundation
+
+/// A thin Swift layer over libhdf5: files, groups, float32 datasets, string and number attributes.
+///
+/// The only file that imports CHDF5. Debian's serial libhdf5 is not thread-safe, so every use
+/// goes through `HDF5File.withLibrary`, which holds one process-wide lock. Objects are created
+/// with modification-time tracking off, so the same content gives the same bytes.
+final class HDF5File {
+    /// Why a libhdf5 call failed: the operation, the object path and libhdf5's own messages.
+    struct Failure: Error, CustomStringConvertible {
+        var operation: String
+        var object: String
+        var detail: String
+        var description: String { "\(operation) '\(object)' failed" + (detail.isEmpty ? "" : " (\(detail))") }
+    }
+
+    private static let lock = NSRecursiveLock()
+    private nonisolated(unsafe) static var initialised = false
+
+    /// Runs `body` with the library lock held and automatic error printing switched off.
+    static func withLibrary<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        if !initialised {
+            H5open()
+            H5Eset_auto2(chdf5_error_default(), nil, nil)
+            initialised = true
+        }
+        return try body()
+    }
+
+    let path: String
+    let root: Group
+    private var identifier: hid_t
+
+    private init(path: String, identifier: hid_t) {
+        self.path = path
+        self.identifier = identifier
+        self.root = Group(identifier: identifier, path: "/", ownsIdentifier: false)
+    }
+
+    deinit { try? close() }
+
+    /// Creates a new file; fails if one exists at `path`.
+    static func create(at path: String) throws -> HDF5File {
+        let creation = H5Pcreate(chdf5_file_create())
+        defer { H5Pclose(creation) }
+        try check(H5Pset_obj_track_times(creation, false), "set no time tracking on", path)
+        let identifier = H5Fcreate(path, chdf5_file_exclusive(), creation, chdf5_default())
+        guard identifier >= 0 else { throw failure("create file", path) }
+        return HDF5File(path: path, identifier: identifier)
+    }
+
+    /// Opens an existing file read-only.
+    static func open(at path: String) throws -> HDF5File {
+        guard H5Fis_hdf5(path) > 0 else {
+            throw Failure(operation: "open file", object: path, detail: "not an HDF5 file")
+        }
+        let identifier = H5Fopen(path, chdf5_file_read_only(), chdf5_default())
+        guard identifier >= 0 else { throw failure("open file", path) }
+        return HDF5File(path: path, identifier: identifier)
+    }
+
+    /// Flushes and closes the file; later calls do nothing.
+    func close() throws {
+        guard identifier >= 0 else { return }
+        let status = H5Fclose(identifier)
+        identifier = -1
+        try HDF5File.check(status, "close file", path)
+    }
+
+    fileprivate static func check(_ status: herr_t, _ operation: String, _ object: String) throws {
+        if status < 0 { throw failure(operation, object) }
+    }
+
+    /// A failure with the messages on libhdf5's error stack, innermost last.
+    fileprivate static func failure(_ operation: String, _ object: String) -> Failure {
+        final class Messages { var lines: [String] = [] }
+        let messages = Messages()
+        let pointer = Unmanaged.passUnretained(messages).toOpaque()
+        H5Ewalk2(chdf5_error_default(), H5E_WALK_DOWNWARD, { _, description, client in
+            guard let description, let client, let text = description.pointee.desc else { return 0 }
+            Unmanaged<Messages>.fromOpaque(client).takeUnretainedValue().lines.append(String(cString: text))
+            return 0
+        }, pointer)
+        H5Eclear2(chdf5_error_default())
+        return Failure(operation: operation, object: object, detail: messages.lines.prefix(3).joined(separator: "; "))
+    }
+
+    /// An open group (the file's root group included).
+    final class Group {
+        let identifier: hid_t
+        let path: String
+        private let ownsIdentifier: Bool
+
+        fileprivate init(identifier: hid_t, path: String, ownsIdentifier: Bool) {
+            self.identifier = identifier
+            self.path = path
+            self.ownsIdentifier = ownsIdentifier
+        }
+
+        deinit { if ownsIdentifier { H5Gclose(identifier) } }
+
+        private func childPath(_ name: String) -> String { path == "/" ? "/" + name : path + "/" + name }
+
+        /// Whether a direct child link of that name exists.
+        func contains(_ name: String) -> Bool { H5Lexists(identifier, name, chdf5_default()) > 0 }
+
+        /// Whether the group has an attribute of that name.
+        func hasAttribute(_ name: String) -> Bool { H5Aexists(identifier, name) > 0 }
+
+        func createGroup(_ name: String) throws -> Group {
+            let creation = H5Pcreate(chdf5_group_create())
+            defer { H5Pclose(creation) }
+            try HDF5File.check(H5Pset_obj_track_times(creation, false), "set no time tracking on", childPath(name))
+            let child = H5Gcreate2(identifier, name, chdf5_default(), creation, chdf5_default())
+            guard child >= 0 else { throw HDF5File.failure("create group", childPath(name)) }
+            return Group(identifier: child, path: childPath(name), ownsIdentifier: true)
+        }
+
+        func openGroup(_ name: String) throws -> Group {
+            let child = H5Gopen2(identifier, name, chdf5_default())
+            guard child >= 0 else { throw HDF5File.failure("open group", childPath(name)) }
+            return Group(identifier: child, path: childPath(name), ownsIdentifier: true)
+        }
+
+        /// Names of the group's links in name order.
+        func childNames() throws -> [String] {
+            var info = H5G_info_t()
+            try HDF5File.check(H5Gget_info(identifier, &info), "list", path)
+            var names: [String] = []
+            for index in 0..<info.nlinks {
+                let length = H5Lget_name_by_idx(identifier, ".", H5_INDEX_NAME, H5_ITER_INC, index, nil, 0, chdf5_default())
+                guard length >= 0 else { throw HDF5File.failure("list", path) }
+                var buffer = [CChar](repeating: 0, count: Int(length) + 1)
+                H5Lget_name_by_idx(identifier, ".", H5_INDEX_NAME, H5_ITER_INC, index, &buffer, Int(length) + 1, chdf5_default())
+                names.append(String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+            return names
+        }
+
+        // MARK: Datasets
+
+        /// Writes a contiguous little-endian float32 dataset.
+        func writeDataset(_ name: String, shape: [Int], scalars: [Float]) throws {
+            let object = childPath(name)
+            let dimensions = shape.map { hsize_t($0) }
+            let space = H5Screate_simple(Int32(dimensions.count), dimensions, nil)
+            guard space >= 0 else { throw HDF5File.failure("create dataspace for", object) }
+            defer { H5Sclose(space) }
+            let creation = H5Pcreate(chdf5_dataset_create())
+            defer { H5Pclose(creation) }
+            try HDF5File.check(H5Pset_obj_track_times(creation, false), "set no time tracking on", object)
+            let dataset = H5Dcreate2(identifier, name, chdf5_ieee_f32le(), space, chdf5_default(), creation, chdf5_default())
+            guard dataset >= 0 else { throw HDF5File.failure("create dataset", object) }
+            defer { H5Dclose(dataset) }
+            let status = scalars.withUnsafeBufferPointer {
+                H5Dwrite(dataset, chdf5_native_float(), chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
+            }
+            try HDF5File.check(status, "write dataset", object)
+        }
+
+        /// Reads a dataset of any floating-point type as float32, with its shape.
+        func readDataset(_ name: String) throws -> (shape: [Int], scalars: [Float]) {
+            let object = childPath(name)
+            let dataset = H5Dopen2(identifier, name, chdf5_default())
+            guard dataset >= 0 else { throw HDF5File.failure("open dataset", object) }
+            defer { H5Dclose(dataset) }
+            let type = H5Dget_type(dataset)
+            defer { H5Tclose(type) }
+            guard H5Tget_class(type) == H5T_FLOAT else {
+                throw Failure(operation: "read dataset", object: object, detail: "it does not hold floating-point numbers")
+            }
+            let space = H5Dget_space(dataset)
+            defer { H5Sclose(space) }
+            let rank = H5Sget_simple_extent_ndims(space)
+            guard rank >= 0 else { throw HDF5File.failure("read the shape of", object) }
+            var dimensions = [hsize_t](repeating: 0, count: Int(rank))
+            H5Sget_simple_extent_dims(space, &dimensions, nil)
+            let shape = dimensions.map { Int($0) }
+            var scalars = [Float](repeating: 0, count: shape.reduce(1, *))
+            let status = scalars.withUnsafeMutableBufferPointer {
+                H5Dread(dataset, chdf5_native_float(), chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
+            }
+            try HDF5File.check(status, "read dataset", object)
+            return (shape, scalars)
+        }
+
+        // MARK: Attributes
+
+        private func writeAttribute(_ name: String, type: hid_t, count: Int?, _ body: (hid_t) -> herr_t) throws {
+            let object = "\(path)@\(name)"
+            let space: hid_t
+            if let count {
+                var dimensions = [hsize_t(count)]
+                space = H5Screate_simple(1, &dimensions, nil)
+            } else {
+                space = H5Screate(H5S_SCALAR)
+            }
+            guard space >= 0 else { throw HDF5File.failure("create dataspace for", object) }
+            defer { H5Sclose(space) }
+            let attribute = H5Acreate2(identifier, name, type, space, chdf5_default(), chdf5_default())
+            guard attribute >= 0 else { throw HDF5File.failure("create attribute", object) }
+            defer { H5Aclose(attribute) }
+            try HDF5File.check(body(attribute), "write attribute", object)
+        }
+
+        private static func variableStringType() -> hid_t {
+            let type = H5Tcopy(chdf5_c_s1())
+            H5Tset_size(type, chdf5_variable())
+            H5Tset_cset(type, H5T_CSET_UTF8)
+            return type
+        }
+
+        /// A variable-length UTF-8 string attribute: an array, or a scalar when `scalar` is true.
+        func writeStrings(_ name: String, _ values: [String], scalar: Bool = false) throws {
+            let type = Group.variableStringType()
+            defer { H5Tclose(type) }
+            let copies = values.map { strdup($0) }
+            defer { copies.forEach { free($0) } }
+            var pointers = copies.map { UnsafePointer<CChar>($0) }
+            try writeAttribute(name, type: type, count: scalar ? nil : values.count) { attribute in
+                pointers.withUnsafeMutableBufferPointer { H5Awrite(attribute, type, $0.baseAddress) }
+            }
+        }
+
+        /// A scalar variable-length UTF-8 string attribute.
+        func writeString(_ name: String, _ value: String) throws { try writeStrings(name, [value], scalar: true) }
+
+        /// A little-endian int32 attribute: an array, or a scalar when `scalar` is true.
+        func writeInt32s(_ name: String, _ values: [Int32], scalar: Bool = false) throws {
+            try writeAttribute(name, type: chdf5_std_i32le(), count: scalar ? nil : values.count) { attribute in
+                values.withUnsafeBufferPointer { H5Awrite(attribute, chdf5_native_int32(), $0.baseAddress) }
+            }
+        }
+
+        /// A little-endian float32 attribute: an array, or a scalar when `scalar` is true.
+        func writeFloats(_ name: String, _ values: [Float], scalar: Bool = false) throws {
+            try writeAttribute(name, type: chdf5_ieee_f32le(), count: scalar ? nil : values.count) { attribute in
+                values.withUnsafeBufferPointer { H5Awrite(attribute, chdf5_native_float(), $0.baseAddress) }
+            }
+        }
+
+        /// A string attribute (scalar or array, variable or fixed length) as an array of strings.
+        func readStrings(_ name: String) throws -> [String] {
+            let object = "\(path)@\(name)"
+            let attribute = H5Aopen(identifier, name, chdf5_default())
+            guard attribute >= 0 else { throw HDF5File.failure("open attribute", object) }
+            defer { H5Aclose(attribute) }
+            let fileType = H5Aget_type(attribute)
+            defer { H5Tclose(fileType) }
+            guard H5Tget_class(fileType) == H5T_STRING else {
+                throw Failure(operation: "read attribute", object: object, detail: "it does not hold strings")
+            }
+            let space = H5Aget_space(attribute)
+            defer { H5Sclose(space) }
+            let count = Int(H5Sget_simple_extent_npoints(space))
+            guard count > 0 else { return [] }
+            if H5Tis_variable_str(fileType) > 0 {
+                let memoryType = Group.variableStringType()
+                defer { H5Tclose(memoryType) }
+                var pointers = [UnsafeMutablePointer<CChar>?](repeating: nil, count: count)
+                try HDF5File.check(H5Aread(attribute, memoryType, &pointers), "read attribute", object)
+                defer { H5Dvlen_reclaim(memoryType, space, chdf5_default(), &pointers) }
+                return pointers.map { $0.map { String(cString: $0) } ?? "" }
+            }
+            let size = H5Tget_size(fileType)
+            let memoryType = H5Tcopy(chdf5_c_s1())
+            defer { H5Tclose(memoryType) }
+            H5Tset_size(memoryType, size)
+            var bytes = [UInt8](repeating: 0, count: count * size)
+            try HDF5File.check(H5Aread(attribute, memoryType, &bytes), "read attribute", object)
+            return (0..<count).map { index in
+                let slice = bytes[(index * size)..<((index + 1) * size)]
+                return String(decoding: slice.prefix { $0 != 0 }, as: UTF8.self)
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+
+/// `weights.h5`: every parameter and BatchNorm running statistic of a model, in HDF5.
+///
+/// Layout (formats.md §4.2): the root group's attributes describe the model (`format`,
+/// `format_version`, `layer_names` in forward order, `class_labels`, `input_shape_chw`,
+/// `color_space`, `preprocess_scale`, `preprocess_bias`, `weight_layout`); one group per layer
+/// named "<index>.<kind>" ("0.conv2d") with a `type` attribute, the layer's hyper-parameters and
+/// a Keras-style `weight_names` attribute (empty for layers without parameters), holding one
+/// float32 dataset per parameter: conv2d `weight` [out,in,kh,kw] and `bias`; batchnorm2d
+/// `weight` (gamma), `bias` (beta), `running_mean`, `running_var`; linear `weight` [out,in] and
+/// `bias`. Row-major, little-endian, contiguous, uncompressed, no timestamps: the same model
+/// always gives the same bytes.
+public enum WeightsFile {
+    /// Written into the `format` attribute.
+    public static let formatName = "facetrain.weights"
+    /// Written into the `format_version` attribute; readers refuse newer files.
+    public static let formatVersion: Int32 = 1
+
+    /// Writes `model` to a new file at `url` (which must not exist).
+    public static func write(_ model: TrainedModel, to url: URL) throws {
+        let definition = model.definition
+        let tensorsByLayer = try orderedTensors(of: model, file: url.lastPathComponent)
+        do {
+            try HDF5File.withLibrary {
+                let file = try HDF5File.create(at: url.path)
+                let root = file.root
+                try root.writeString("format", formatName)
+                try root.writeInt32s("format_version", [formatVersion], scalar: true)
+                try root.writeStrings("layer_names", definition.layerNames)
+                try root.writeStrings("class_labels", definition.classLabels)
+                let input = definition.input
+                try root.writeInt32s("input_shape_chw", [input.channels, input.height, input.width].map { Int32($0) })
+                try root.writeString("color_space", input.colorSpace)
+                try root.writeFloats("preprocess_scale", [input.scale], scalar: true)
+                try root.writeFloats("preprocess_bias", input.bias)
+                try root.writeString("weight_layout", "conv2d weight [out,in,kh,kw]; linear weight [out,in]; row-major")
+                for (index, layer) in definition.layers.enumerated() {
+                    let group = try root.createGroup(definition.layerNames[index])
+                    try writeLayerAttributes(layer, to: group)
+                    let tensors = tensorsByLayer[index]
+                    try group.writeStrings("weight_names", tensors.map(\.name))
+                    for tensor in tensors {
+                        try group.writeDataset(tensor.name, shape: tensor.tensor.shape, scalars: tensor.tensor.scalars)
+                    }
+                }
+                try file.close()
+            }
+        } catch let failure as HDF5File.Failure {
+            throw WeightsFileError.library(file: url.path, detail: failure.description)
+        }
+    }
+
+    /// Reads the weights of `definition` from `url`: one `LayerWeights` per layer, in layer
+    /// order, empty for layers without parameters. Every tensor must exist with its shape.
+    public static func read(from url: URL, definition: ModelDefinition) throws -> [LayerWeights] {
+        let name = url.lastPathComponent
+        do {
+            return try HDF5File.withLibrary {
+                let file = try HDF5File.open(at: url.path)
+                let root = file.root
+                guard root.hasAttribute("format_version"), root.hasAttribute("layer_names") else {
+                    throw WeightsFileError.notWeightsFile(file: name, detail: "it has no format_version or layer_names attribute")
+                }
+                let layerNames = try root.readStrings("layer_names")
+                guard layerNames == definition.layerNames else {
+                    throw WeightsFileError.architectureMismatch(
+                        file: name, expected: definition.layerNames, found: layerNames)
+                }
+                var result: [LayerWeights] = []
+                for (index, layer) in definition.layers.enumerated() {
+                    let layerName = definition.layerNames[index]
+                    guard root.contains(layerName) else { throw WeightsFileError.missingLayer(file: name, layer: layerName) }
+                    let group = try root.openGroup(layerName)
+                    var tensors: [NamedTensor] = []
+                    for (tensorName, shape) in layer.parameterShapes {
+                        guard group.contains(tensorName) else {
+                            throw WeightsFileError.missingTensor(file: name, layer: layerName, tensor: tensorName)
+                        }
+                        let (foundShape, scalars) = try group.readDataset(tensorName)
+                        guard foundShape == shape else {
+                            throw WeightsFileError.shapeMismatch(
+                                file: name, tensor: "\(layerName)/\(tensorName)", expected: shape, found: foundShape)
+                        }
+                        tensors.append(NamedTensor(name: tensorName, tensor: Tensor(shape: shape, scalars: scalars)))
+                    }
+                    result.append(LayerWeights(name: layerName, tensors: tensors))
+                }
+                try file.close()
+                return result
+            }
+        } catch let failure as HDF5File.Failure {
+            throw WeightsFileError.library(file: name, detail: failure.description)
+        }
+    }
+
+    /// The out-features of the last linear layer as stored in the file (the classifier width).
+    public static func outputWidth(of url: URL, definition: ModelDefinition) throws -> Int? {
+        guard let index = definition.layers.lastIndex(where: { if case .linear = $0 { true } else { false } }) else {
+            return nil
+        }
+        let layerName = definition.layerNames[index]
+        do {
+            return try HDF5File.withLibrary {
+                let file = try HDF5File.open(at: url.path)
+                guard file.root.contains(layerName) else {
+                    throw WeightsFileError.missingLayer(file: url.lastPathComponent, layer: layerName)
+                }
+                let group = try file.root.openGroup(layerName)
+                guard group.contains("weight") else {
+                    throw WeightsFileError.missingTensor(file: url.lastPathComponent, layer: layerName, tensor: "weight")
+                }
+                let shape = try group.readDataset("weight").shape
+                try file.close()
+                return shape.first
+            }
+        } catch let failure as HDF5File.Failure {
+            throw WeightsFileError.library(file: url.lastPathComponent, detail: failure.description)
+        }
+    }
+
+    /// The model's tensors per layer, checked against the definition's names and shapes.
+    ///
+    /// `model.weights` may list every layer or only those with parameters; it is matched by name.
+    private static func orderedTensors(of model: TrainedModel, file: String) throws -> [[NamedTensor]] {
+        let definition = model.definition
+        let byName = Dictionary(model.weights.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let known = Set(definition.layerNames)
+        if let stray = model.weights.first(where: { !known.contains($0.name) && !$0.tensors.isEmpty }) {
+            throw WeightsFileError.modelMismatch(reason: "weights for '\(stray.name)', which the definition does not have")
+        }
+        return try definition.layers.enumerated().map { index, layer in
+            let layerName = definition.layerNames[index]
+            let expected = layer.parameterShapes
+            let tensors = byName[layerName]?.tensors ?? []
+            guard tensors.map(\.name) == expected.map(\.name) else {
+                throw WeightsFileError.modelMismatch(
+                    reason: "layer \(layerName) has tensors \(tensors.map(\.name)), expected \(expected.map(\.name))")
+            }
+            for (tensor, (tensorName, shape)) in zip(tensors, expected) where tensor.tensor.shape != shape {
+                throw WeightsFileError.shapeMismatch(
+                    file: file, tensor: "\(layerName)/\(tensorName)", expected: shape, found: tensor.tensor.shape)
+            }
+            return tensors
+        }
+    }
+
+    private static func writeLayerAttributes(_ layer: LayerSpecification, to group: HDF5File.Group) throws {
+        try group.writeString("type", layer.kind)
+        switch layer {
+        case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+            try group.writeInt32s("channels_in_out", [Int32(inputChannels), Int32(outputChannels)])
+            try group.writeInt32s("kernel_size", [Int32(kernelSize), Int32(kernelSize)])
+            try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
+            try group.writeInt32s("padding", [Int32(padding), Int32(padding)])
+        case let .batchNorm2D(_, epsilon, momentum):
+            try group.writeFloats("epsilon", [epsilon], scalar: true)
+            try group.writeFloats("momentum", [momentum], scalar: true)
+        case let .maxPool2D(size, stride):
+            try group.writeInt32s("kernel_size", [Int32(size), Int32(size)])
+            try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
+        case let .linear(inputFeatures, outputFeatures):
+            try group.writeInt32s("features_in_out", [Int32(inputFeatures), Int32(outputFeatures)])
+        case let .dropout(rate):
+            try group.writeFloats("rate", [rate], scalar: true)
+        case .relu, .globalAveragePool:
+            break
+        }
+    }
+}
+
+/// Why weights.h5 could not be written or read.
+public enum WeightsFileError: Error, CustomStringConvertible, Equatable {
+    case library(file: String, detail: String)
+    case notWeightsFile(file: String, detail: String)
+    case architectureMismatch(file: String, expected: [String], found: [String])
+    case missingLayer(file: String, layer: String)
+    case missingTensor(file: String, layer: String, tensor: String)
+    case shapeMismatch(file: String, tensor: String, expected: [Int], found: [Int])
+    case modelMismatch(reason: String)
+
+    public var description: String {
+        switch self {
+        case let .library(file, detail):
+            return "\(file): libhdf5 could not read or write it: \(detail)"
+        case let .notWeightsFile(file, detail):
+            return "\(file) is not a facetrain weights file: \(detail)"
+        case let .architectureMismatch(file, expected, found):
+            return "\(file) holds layers \(found) but the manifest describes \(expected)\n"
+                + "HINT: the weights belong to another architecture; retrain or restore the matching weights.h5."
+        case let .missingLayer(file, layer):
+            return "\(file) has no group for layer '\(layer)'"
+        case let .missingTensor(file, layer, tensor):
+            return "\(file) has no dataset '\(tensor)' in layer '\(layer)'"
+        case let .shapeMismatch(file, tensor, expected, found):
+            return "\(file): dataset '\(tensor)' has shape \(found), expected \(expected)"
+        case let .modelMismatch(reason):
+            return "the trained model does not match its definition: \(reason)"
+        }
+    }
+}
