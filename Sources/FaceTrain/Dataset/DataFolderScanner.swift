@@ -38,6 +38,8 @@ struct DataFolderScanner {
             if isFolder(url) {
                 if let id = Int(name), id > 0, String(id) == name {
                     classFolders[id] = url
+                } else if options.forEvaluation {
+                    classFolders[-(classFolders.keys.filter { $0 < 0 }.count + 1)] = url
                 } else {
                     problems.append(.folderNotAnId(path: url.path))
                 }
@@ -115,14 +117,14 @@ struct DataFolderScanner {
         // Counts per class.
         var counts: [Int: Int] = [:]
         for sample in unique { counts[sample.label, default: 0] += 1 }
-        for label in [NegativeClass.notAFace, NegativeClass.unknownPerson] where counts[label, default: 0] == 0 {
+        for label in [NegativeClass.notAFace, NegativeClass.unknownPerson] where counts[label, default: 0] == 0 && !options.forEvaluation {
             problems.append(.missingNegativeClass(label: label, path: classFolders[label]?.path ?? root.appendingPathComponent(String(label)).path))
         }
         for (label, folder) in classFolders.sorted(by: { $0.key < $1.key }) where label > NegativeClass.unknownPerson {
             let count = counts[label, default: 0]
             if count == 0 {
                 problems.append(.emptyUser(path: folder.path))
-            } else if count < options.minimumImages {
+            } else if count < options.minimumImages && !options.forEvaluation {
                 problems.append(.tooFewImages(path: folder.path, count: count, minimum: options.minimumImages))
             }
         }

@@ -10,6 +10,9 @@ public struct DataLoadOptions: Sendable {
     public var minimumImages: Int
     /// Unreadable images become warnings naming each skipped file instead of problems.
     public var skipBad: Bool
+    /// Scoring a model: classes 1 and 2 may be missing, and folders whose name is not an id are
+    /// read as people the model does not know (they get negative labels, never a model class).
+    public var forEvaluation = false
 
     public init(inputWidth: Int = 64, inputHeight: Int = 64, channels: Int = 3, minimumImages: Int = 5, skipBad: Bool = false) {
         self.inputWidth = inputWidth

@@ -1,0 +1,71 @@
+import Foundation
+
+/// Turns a finished fit and its evaluation into a published bundle version: weights, metrics,
+/// both exports and the manifest, staged and made visible with one rename.
+public enum BundleWriter {
+    /// Metrics file content: the evaluation metrics plus what `eval` needs later (the held-out
+    /// crops by hash, the sweep, the training curves).
+    static func metricsDocument(run: EvaluationRun, fit: FitResult, targetFalseAcceptRate: Double) throws -> Data {
+        var object = try JSONSerialization.jsonObject(with: JSONText.data(run.metrics)) as? [String: Any] ?? [:]
+        object["chosen_threshold"] = run.chosenThreshold
+        object["target_far"] = targetFalseAcceptRate
+        object["threshold_sweep"] = try JSONSerialization.jsonObject(with: JSONText.data(run.sweep))
+        object["history"] = try JSONSerialization.jsonObject(with: JSONText.data(fit.history))
+        object["best_epoch"] = fit.bestEpoch
+        object["held_out"] = fit.heldOut.map { ["path": $0.path, "sha256": $0.contentHash, "label": String($0.label)] }
+        return try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+    }
+
+    /// Writes the bundle into `modelsDirectory` and returns its directory; nothing becomes
+    /// visible unless every file was written.
+    public static func write(
+        fit: FitResult, run: EvaluationRun, dataset: FaceDataset, configuration: FitConfiguration, modelsDirectory: URL,
+        parentVersion: Int? = nil
+    ) throws -> URL {
+        try FileManager.default.createDirectory(at: modelsDirectory, withIntermediateDirectories: true)
+        let staging = try BundleStaging(modelsDirectory: modelsDirectory)
+        do {
+            let metricsData = try metricsDocument(run: run, fit: fit, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
+            let summary = try JSONDecoder().decode(MetricsSummary.self, from: metricsData)
+            var training = try JSONDecoder().decode([String: JSONValue].self, from: JSONText.data(configuration))
+            training["data"] = .string(dataset.root.standardizedFileURL.path)
+            training["best_epoch"] = .integer(fit.bestEpoch)
+            training["training_crops"] = .integer(fit.training.count)
+            training["held_out_crops"] = .integer(fit.heldOut.count)
+            let threshold = run.metrics.threshold
+            let fingerprint = FaceDataset.fingerprint(of: fit.training + fit.heldOut)
+            let manifest = Manifest(
+                version: staging.version, definition: fit.model.definition,
+                users: dataset.users.map { Manifest.UserEntry(id: $0.id, name: $0.name, position: $0.position) },
+                training: training, seed: configuration.seed, dataFingerprint: fingerprint,
+                gitCommit: ProcessInfo.processInfo.environment["FACETRAIN_GIT_COMMIT"] ?? gitCommit(),
+                metrics: summary, acceptThreshold: threshold, parentVersion: parentVersion)
+            let metadata = ExportMetadata(
+                version: staging.version, author: "facetrain", license: "Proprietary: for the registered users' app only",
+                manifestSHA256: try manifest.contentSHA256, acceptThreshold: threshold, dataFingerprint: fingerprint)
+            try staging.writeWeights(fit.model)
+            try staging.write(metricsData, named: "metrics.json")
+            try staging.write(CoreMLExporter.encode(fit.model, metadata: metadata), named: CoreMLExporter.fileName)
+            try staging.write(ONNXExporter.encode(fit.model, metadata: metadata), named: ONNXExporter.fileName)
+            return try staging.publishVersion(manifest: manifest)
+        } catch {
+            staging.discard()
+            throw error
+        }
+    }
+
+    /// The commit of the git checkout the tool runs in, if any (provenance for the manifest).
+    static func gitCommit() -> String? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["git", "rev-parse", "HEAD"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return process.terminationStatus == 0 && text.count == 40 ? text : nil
+    }
+}
