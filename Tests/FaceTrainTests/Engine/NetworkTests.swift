@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+@testable import FaceTrain
+
+@Suite struct NetworkTests {
+    static let images = TestData.normal([4, 3, 8, 8], seed: 31)
+    static let labels = [0, 2, 1, 2]
+
+    static func loss(_ network: inout Network) -> Double {
+        let logits = network.forward(images, mode: .training)
+        return Double(SoftmaxCrossEntropy(labelSmoothing: 0.1).lossAndGradient(logits: logits, labels: labels).loss)
+    }
+
+    /// Gradients of the fused network (conv blocks with max-pool, plain ReLU and global average
+    /// pool) against central differences of the whole loss, through the shared error measure.
+    @Test func fusedNetworkGradientsMatchFiniteDifferences() throws {
+        var network = try Network(definition: TestData.tinyDefinition(), seed: 3)
+        let logits = network.forward(Self.images, mode: .training)
+        let (_, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0.1).lossAndGradient(logits: logits, labels: Self.labels)
+        network.backward(gradient)
+        let analytic = network.layers.flatMap { $0.parameters.filter(\.isTrainable) }
+        #expect(analytic.count == 14)
+        var parameterIndex = 0
+        // A smaller step than the per-layer checks: the whole network has many ReLU and max-pool
+        // kinks a 1e-2 weight change can cross; Float noise at 1e-3 is still ~1e-3 relative.
+        let step: Float = 1e-3
+        for layerIndex in network.layers.indices {
+            for (position, parameter) in network.layers[layerIndex].parameters.enumerated() where parameter.isTrainable {
+                let sampled = Array(stride(from: 0, to: parameter.value.count, by: 3))
+                var numeric: [Double] = []
+                for index in sampled {
+                    func shifted(_ delta: Float) -> Double {
+                        var copy = network
+                        var layer = copy.layers[layerIndex]
+                        var current = 0
+                        layer.updateParameters { p in
+                            if current == position { p.value.scalars[index] += delta }
+                            current += 1
+                        }
+                        var weights = copy.weights
+                        weights[layerIndex] = LayerWeights(
+                            name: weights[layerIndex].name,
+                            tensors: layer.parameters.map { NamedTensor(name: $0.name, tensor: $0.value) })
+                        try? copy.load(weights)
+                        return Self.loss(&copy)
+                    }
+                    numeric.append((shifted(step) - shifted(-step)) / Double(2 * step))
+                }
+                let error = GradientCheck.relativeError(sampled.map { analytic[parameterIndex].gradient.scalars[$0] }, numeric)
+                #expect(error < 2e-2, "\(network.layerNames[layerIndex]).\(parameter.name): \(error)")
+                parameterIndex += 1
+            }
+        }
+    }
+
+    /// The fused stages give the same logits and gradients as running the public layers one by one.
+    @Test func fusedStagesMatchLayerByLayer() throws {
+        var network = try Network(definition: TestData.tinyDefinition(), seed: 4)
+        var layers = network.layers
+        let logits = network.forward(Self.images, mode: .training)
+        var x = Self.images
+        for index in layers.indices { x = layers[index].forward(x, mode: .training) }
+        #expect(GradientCheck.relativeError(logits.scalars, x.scalars.map(Double.init)) < 1e-5)
+
+        let gradient = SoftmaxCrossEntropy().lossAndGradient(logits: logits, labels: Self.labels).logitsGradient
+        network.backward(gradient)
+        var dx = gradient
+        for index in layers.indices.reversed() { dx = layers[index].backward(dx) }
+        for (fused, plain) in zip(network.layers, layers) {
+            for (a, b) in zip(fused.parameters, plain.parameters) {
+                #expect(GradientCheck.relativeError(a.gradient.scalars, b.gradient.scalars.map(Double.init)) < 1e-4)
+                #expect(GradientCheck.relativeError(a.value.scalars, b.value.scalars.map(Double.init)) < 1e-6)
+            }
+        }
+        // Inference too (running statistics instead of batch statistics).
+        let inferred = network.forward(Self.images, mode: .inference)
+        var y = Self.images
+        for index in layers.indices { y = layers[index].forward(y, mode: .inference) }
+        #expect(GradientCheck.relativeError(inferred.scalars, y.scalars.map(Double.init)) < 1e-5)
+    }
+
+    @Test func parameterNamesAndShapesFollowTheDefinition() throws {
+        let definition = ModelDefinition.referenceSmall(classLabels: (0..<42).map(String.init))
+        let network = try Network(definition: definition, seed: 1)
+        #expect(network.trainableParameterCount == 103_338)
+        for (weights, specification) in zip(network.weights, definition.layers) {
+            #expect(weights.tensors.map(\.name) == specification.parameterShapes.map(\.name))
+            #expect(weights.tensors.map(\.tensor.shape) == specification.parameterShapes.map(\.shape))
+        }
+        #expect(network.weights.map(\.name) == definition.layerNames)
+        #expect(network.description.contains("4.conv2d"))
+    }
+
+    @Test func weightsRoundTrip() throws {
+        let definition = TestData.tinyDefinition()
+        var original = try Network(definition: definition, seed: 5)
+        var trainer = Trainer(network: original, optimizer: SGD(), learningRate: 0.1)
+        try trainer.trainStep(images: Self.images, labels: Self.labels)
+        original = trainer.network
+        var restored = try Network(definition: definition, weights: original.weights)
+        #expect(restored.weights == original.weights)
+        #expect(restored.forward(Self.images, mode: .inference) == original.forward(Self.images, mode: .inference))
+        var fromModel = try Network(model: original.trainedModel)
+        #expect(fromModel.forward(Self.images, mode: .inference) == original.forward(Self.images, mode: .inference))
+    }
+
+    @Test func mismatchedWeightsAreRejected() throws {
+        let network = try Network(definition: TestData.tinyDefinition(), seed: 5)
+        var weights = network.weights
+        weights[0].tensors[0].tensor = Tensor(zeros: [4, 3, 5, 5])
+        #expect(throws: NetworkError.self) { try Network(definition: TestData.tinyDefinition(), weights: weights) }
+        #expect(throws: NetworkError.self) {
+            try Network(definition: TestData.tinyDefinition(classes: 4), weights: network.weights)
+        }
+        do {
+            _ = try Network(definition: TestData.tinyDefinition(), weights: Array(network.weights.dropLast()))
+            Issue.record("expected an error")
+        } catch {
+            #expect("\(error)".contains("HINT"))
+        }
+    }
+
+    @Test func invalidDefinitionsAreRejected() {
+        var definition = TestData.tinyDefinition()
+        definition.layers[4] = .conv2D(inputChannels: 5, outputChannels: 6, kernelSize: 3, stride: 1, padding: 1)
+        #expect(throws: NetworkError.self) { try Network(definition: definition, seed: 1) }
+    }
+
+    @Test func probabilitiesAndEmbeddings() throws {
+        var network = try Network(definition: TestData.tinyDefinition(), seed: 6)
+        let probabilities = try network.probabilities(for: Self.images)
+        #expect(probabilities.shape == [4, 3])
+        for row in 0..<4 {
+            let total = probabilities.scalars[(row * 3)..<(row * 3 + 3)].reduce(0, +)
+            #expect(abs(total - 1) < 1e-5)
+        }
+        let embeddings = try network.embeddings(for: Self.images)
+        #expect(embeddings.shape == [4, 8])
+        // The embedding is the input of the final Linear layer.
+        var linear = network.layers.last!
+        let logits = linear.forward(embeddings, mode: .inference)
+        #expect(logits == network.forward(Self.images, mode: .inference))
+        #expect(throws: NetworkError.self) { try network.embeddings(for: Tensor(zeros: [1, 1, 8, 8])) }
+    }
+
+    @Test func copiesDoNotShareBuffers() throws {
+        var network = try Network(definition: TestData.tinyDefinition(), seed: 7)
+        let first = network.forward(Self.images, mode: .inference)
+        var copy = network
+        _ = copy.forward(TestData.normal([2, 3, 8, 8], seed: 99), mode: .inference)
+        #expect(network.forward(Self.images, mode: .inference) == first)
+    }
+}
