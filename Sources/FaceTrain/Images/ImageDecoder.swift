@@ -62,7 +62,7 @@ public enum ImageDecoder {
         do {
             data = try Data(contentsOf: url, options: .mappedIfSafe)
         } catch {
-            throw .unreadable(file: url.path, reason: Self.reason(for: error))
+            throw .unreadable(file: url.path, reason: Self.reason(for: url, error: error))
         }
         return try decode(data: data, name: url.path, limits: limits)
     }
@@ -100,15 +100,12 @@ public enum ImageDecoder {
         return "its first bytes (\(head.joined(separator: " "))) match no JPEG, PNG, PGM or PPM signature"
     }
 
-    private static func reason(for error: any Error) -> String {
-        let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
-           let code = POSIXErrorCode(rawValue: Int32(underlying.code)) {
-            return String(cString: strerror(code.rawValue))
-        }
-        if nsError.domain == NSCocoaErrorDomain, nsError.code == NSFileReadNoSuchFileError {
-            return "no such file"
-        }
-        return nsError.localizedDescription
+    /// Foundation's read errors are vague on Linux ("error 256"), so name the common causes from the file system.
+    private static func reason(for url: URL, error: any Error) -> String {
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) { return "no such file" }
+        if isDirectory.boolValue { return "it is a directory" }
+        if !FileManager.default.isReadableFile(atPath: url.path) { return "permission denied" }
+        return error.localizedDescription
     }
 }

@@ -22,6 +22,16 @@ enum Fixtures {
         return Image(width: width, height: height, channels: channels, pixels: pixels)
     }
 
+    /// Seeded pseudo-random pixels, which compress badly: the scan data then dominates an encoded file.
+    static func noise(width: Int, height: Int, channels: Int, seed: UInt64 = 1) -> Image {
+        var state = seed
+        let pixels = (0..<(width * height * channels)).map { _ -> UInt8 in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 56)
+        }
+        return Image(width: width, height: height, channels: channels, pixels: pixels)
+    }
+
     // MARK: - JPEG
 
     /// Compresses `pixels` with tjCompress2.
