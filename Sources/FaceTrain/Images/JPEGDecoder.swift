@@ -12,7 +12,10 @@ enum JPEGDecoder {
         let source = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         let size = UInt(bytes.count)
 
-        var width: Int32 = 0, height: Int32 = 0, subsampling: Int32 = 0, colorSpace: Int32 = 0
+        var width: Int32 = 0
+        var height: Int32 = 0
+        var subsampling: Int32 = 0
+        var colorSpace: Int32 = 0
         if tjDecompressHeader3(handle, source, size, &width, &height, &subsampling, &colorSpace) != 0 {
             throw failure("libjpeg-turbo: " + message(handle), bytes: bytes, name: name)
         }
@@ -39,8 +42,9 @@ enum JPEGDecoder {
 
         var decodeError: ImageError?
         let pixels = [UInt8](unsafeUninitializedCapacity: w * h * channels) { buffer, count in
-            let status = tjDecompress2(handle, source, size, buffer.baseAddress, width, 0, height,
-                                       Int32(pixelFormat.rawValue), 0)
+            let status = tjDecompress2(
+                handle, source, size, buffer.baseAddress, width, 0, height,
+                Int32(pixelFormat.rawValue), 0)
             if status != 0 {
                 decodeError = classifyDecodeFailure(handle, bytes: bytes, name: name)
             }
@@ -62,7 +66,8 @@ enum JPEGDecoder {
     {
         let text = message(handle)
         if tjGetErrorCode(handle) == Int32(TJERR_WARNING.rawValue), text.contains("extraneous bytes before marker"),
-           endsWithEndOfImage(bytes) {
+            endsWithEndOfImage(bytes)
+        {
             return nil
         }
         return failure("libjpeg-turbo: " + text, bytes: bytes, name: name)

@@ -9,7 +9,9 @@ struct ImageDecoderErrorTests {
     let colour = Fixtures.blockPattern(width: 64, height: 64, channels: 3)
 
     @Test func emptyFile() {
-        let error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: Data(), name: "a/empty.jpg") }
+        let error = expectImageError { () throws(ImageError) in
+            try ImageDecoder.decode(data: Data(), name: "a/empty.jpg")
+        }
         #expect(error == .empty(file: "a/empty.jpg"))
         #expect(error?.description.contains("a/empty.jpg: the file is empty") == true)
     }
@@ -74,7 +76,9 @@ struct ImageDecoderErrorTests {
         // Overwrite the middle of the entropy-coded data with a marker that may not appear there.
         let middle = bytes.count * 2 / 3
         bytes.replaceSubrange(middle..<(middle + 4), with: [0xFF, 0xC4, 0xFF, 0x01])
-        let error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: Data(bytes), name: "bad.jpg") }
+        let error = expectImageError { () throws(ImageError) in
+            try ImageDecoder.decode(data: Data(bytes), name: "bad.jpg")
+        }
         switch error {
         case .corrupt(_, .jpeg, let message), .truncated(_, .jpeg, let message):
             #expect(message.contains("libjpeg-turbo"))
@@ -104,7 +108,9 @@ struct ImageDecoderErrorTests {
     @Test func corruptPNGReportsLibpngsMessage() {
         var bytes = [UInt8](Fixtures.png(colour))
         bytes[bytes.count / 2] ^= 0xFF  // inside the compressed IDAT stream
-        let error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: Data(bytes), name: "bad.png") }
+        let error = expectImageError { () throws(ImageError) in
+            try ImageDecoder.decode(data: Data(bytes), name: "bad.png")
+        }
         guard case .corrupt("bad.png", .png, let message) = error else {
             Issue.record("got \(String(describing: error))")
             return
@@ -174,7 +180,9 @@ struct ImageDecoderErrorTests {
     @Test func customPixelLimit() throws {
         let data = Fixtures.jpeg(colour)
         let limits = ImageDecoder.Limits(maximumPixelCount: 64 * 64 - 1)
-        let error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: data, name: "x.jpg", limits: limits) }
+        let error = expectImageError { () throws(ImageError) in
+            try ImageDecoder.decode(data: data, name: "x.jpg", limits: limits)
+        }
         #expect(error == .tooLarge(file: "x.jpg", width: 64, height: 64, maximumPixelCount: 4095))
         #expect(try ImageDecoder.decode(data: data, name: "x.jpg", limits: .init(maximumPixelCount: 4096)).width == 64)
     }
@@ -193,8 +201,9 @@ struct ImageDecoderErrorTests {
         }
         // One short side is enough to refuse; 24 itself is accepted.
         let narrow = Fixtures.netpbm(header: "P5 23 100 255\n", samples: [UInt8](repeating: 0, count: 2300))
-        #expect(expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: narrow, name: "n.pgm") }
-            == .tooSmall(file: "n.pgm", width: 23, height: 100, minimumSide: 24))
+        #expect(
+            expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: narrow, name: "n.pgm") }
+                == .tooSmall(file: "n.pgm", width: 23, height: 100, minimumSide: 24))
         let edge = Fixtures.netpbm(header: "P5 24 24 255\n", samples: [UInt8](repeating: 0, count: 576))
         #expect((try? ImageDecoder.decode(data: edge, name: "e.pgm")) != nil)
     }

@@ -37,17 +37,20 @@ struct RealDatasetImageTests {
             }
             try Test.cancel("\(message); skipped outside CI")
         }
-        let files = try #require(FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey]))
-            .compactMap { $0 as? URL }
-            .filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
-            .filter { !$0.lastPathComponent.hasPrefix(".") }
+        let files = try #require(
+            FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
+        )
+        .compactMap { $0 as? URL }
+        .filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
+        .filter { !$0.lastPathComponent.hasPrefix(".") }
         #expect(files.count == count)
         var decoded = 0
         for file in files {
             do {
                 let image = try ImageDecoder.decode(contentsOf: file)
-                #expect(image.width == width && image.height == height && image.channels == channels,
-                        "\(file.path): \(image)")
+                #expect(
+                    image.width == width && image.height == height && image.channels == channels,
+                    "\(file.path): \(image)")
                 // Real photos span a wide range of values: a flat image would mean a decoding fault.
                 let (darkest, brightest) = Self.range(image.pixels)
                 #expect(brightest - darkest > 64, "\(file.path) only spans \(darkest)...\(brightest)")
