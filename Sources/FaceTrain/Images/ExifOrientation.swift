@@ -31,11 +31,19 @@ public enum ExifOrientation: Int, Sendable, CaseIterable {
         while index + 4 <= bytes.count {
             guard bytes[index] == 0xFF else { return nil }
             let marker = bytes[index + 1]
-            if marker == 0xFF { index += 1; continue }  // fill byte
-            if marker == 0x01 || (0xD0...0xD8).contains(marker) { index += 2; continue }  // no length field
+            // Fill bytes, then markers without a length field (TEM, RSTn, SOI).
+            if marker == 0xFF {
+                index += 1
+                continue
+            }
+            if marker == 0x01 || (0xD0...0xD8).contains(marker) {
+                index += 2
+                continue
+            }
             if marker == 0xDA || marker == 0xD9 { return nil }  // image data starts: metadata is over
             let length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
-            let start = index + 4, end = index + 2 + length
+            let start = index + 4
+            let end = index + 2 + length
             guard length >= 2, end <= bytes.count else { return nil }
             if marker == 0xE1, let value = Self.tiffOrientation(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) {
                 self.init(rawValue: value)

@@ -17,7 +17,8 @@ extension Image {
                 } else {
                     // The Rec. 601 weights in 16-bit fixed point; they sum to exactly 65536, so white stays 255.
                     for i in 0..<count {
-                        let red = UInt32(source[3 * i]), green = UInt32(source[3 * i + 1])
+                        let red = UInt32(source[3 * i])
+                        let green = UInt32(source[3 * i + 1])
                         let blue = UInt32(source[3 * i + 2])
                         target[i] = UInt8((19595 * red + 38470 * green + 7471 * blue + 32768) >> 16)
                     }

@@ -24,9 +24,11 @@ extension Image {
                     horizontal.starts.withUnsafeBufferPointer { starts in
                         let taps = horizontal.taps
                         for y in 0..<h {
-                            let sourceRow = y * w * c, targetRow = y * rowLength
+                            let sourceRow = y * w * c
+                            let targetRow = y * rowLength
                             for x in 0..<tw {
-                                let first = sourceRow + starts[x] * c, weightRow = x * taps
+                                let first = sourceRow + starts[x] * c
+                                let weightRow = x * taps
                                 for k in 0..<c {
                                     var sum: Float = 0
                                     for t in 0..<taps {
@@ -83,7 +85,8 @@ struct ResamplingTable {
         let scale = Double(source) / Double(target)
         for i in 0..<target {
             if target < source {
-                let low = Double(i) * scale, high = Double(i + 1) * scale
+                let low = Double(i) * scale
+                let high = Double(i + 1) * scale
                 var row: [(index: Int, weight: Double)] = []
                 for j in Int(low.rounded(.down))..<min(Int(high.rounded(.up)), source) {
                     let overlap = min(Double(j + 1), high) - max(Double(j), low)
@@ -92,9 +95,11 @@ struct ResamplingTable {
                 contributions.append(row)
             } else if target > source {
                 let x = min(max((Double(i) + 0.5) * scale - 0.5, 0), Double(source - 1))
-                let left = Int(x.rounded(.down)), fraction = x - Double(left)
-                contributions.append(left + 1 < source && fraction > 0
-                    ? [(left, 1 - fraction), (left + 1, fraction)] : [(left, 1)])
+                let left = Int(x.rounded(.down))
+                let fraction = x - Double(left)
+                contributions.append(
+                    left + 1 < source && fraction > 0
+                        ? [(left, 1 - fraction), (left + 1, fraction)] : [(left, 1)])
             } else {
                 contributions.append([(i, 1)])
             }

@@ -16,8 +16,9 @@ public struct Image: Sendable, Equatable {
     public init(width: Int, height: Int, channels: Int, pixels: [UInt8]) {
         precondition(width > 0 && height > 0, "image size \(width) x \(height) is not positive")
         precondition(channels == 1 || channels == 3, "an image has 1 or 3 channels, not \(channels)")
-        precondition(pixels.count == width * height * channels,
-                     "\(width) x \(height) x \(channels) image needs \(width * height * channels) samples, got \(pixels.count)")
+        precondition(
+            pixels.count == width * height * channels,
+            "\(width) x \(height) x \(channels) image needs \(width * height * channels) samples, got \(pixels.count)")
         self.width = width
         self.height = height
         self.channels = channels

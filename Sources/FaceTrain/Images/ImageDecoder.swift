@@ -15,7 +15,8 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         } else if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
             self = .png
         } else if head.count >= 3, head[0] == UInt8(ascii: "P"), PortableAnymapDecoder.isWhitespace(head[2]),
-                  head[1] == UInt8(ascii: "5") || head[1] == UInt8(ascii: "6") {
+            head[1] == UInt8(ascii: "5") || head[1] == UInt8(ascii: "6")
+        {
             self = head[1] == UInt8(ascii: "5") ? .pgm : .ppm
         } else {
             return nil
@@ -62,7 +63,7 @@ public enum ImageDecoder {
         do {
             data = try Data(contentsOf: url, options: .mappedIfSafe)
         } catch {
-            throw .unreadable(file: url.path, reason: Self.reason(for: error))
+            throw .unreadable(file: url.path, reason: Self.reason(for: url, error: error))
         }
         return try decode(data: data, name: url.path, limits: limits)
     }
@@ -93,22 +94,23 @@ public enum ImageDecoder {
 
     private static func unknownFormatReason(_ bytes: UnsafeRawBufferPointer) -> String {
         if bytes.count >= 2, bytes[0] == UInt8(ascii: "P"), (UInt8(ascii: "1")...UInt8(ascii: "4")).contains(bytes[1]) {
-            return "it is an ASCII or bitmap Netpbm file (P\(Character(UnicodeScalar(bytes[1])))), which is not supported;"
+            let kind = "P" + String(UnicodeScalar(bytes[1]))
+            return "it is an ASCII or bitmap Netpbm file (\(kind)), which is not supported;"
                 + " convert it to binary PGM (P5) or PPM (P6)"
         }
-        let head = bytes.prefix(8).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+        let head = bytes.prefix(8).map { byte in
+            let digits = String(byte, radix: 16)
+            return digits.count == 1 ? "0" + digits : digits
+        }
         return "its first bytes (\(head.joined(separator: " "))) match no JPEG, PNG, PGM or PPM signature"
     }
 
-    private static func reason(for error: any Error) -> String {
-        let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
-           let code = POSIXErrorCode(rawValue: Int32(underlying.code)) {
-            return String(cString: strerror(code.rawValue))
-        }
-        if nsError.domain == NSCocoaErrorDomain, nsError.code == NSFileReadNoSuchFileError {
-            return "no such file"
-        }
-        return nsError.localizedDescription
+    /// Foundation's read errors are vague on Linux ("error 256"), so name the common causes from the file system.
+    private static func reason(for url: URL, error: any Error) -> String {
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) { return "no such file" }
+        if isDirectory.boolValue { return "it is a directory" }
+        if !FileManager.default.isReadableFile(atPath: url.path) { return "permission denied" }
+        return error.localizedDescription
     }
 }

@@ -21,8 +21,8 @@ public enum ImageError: Error, Equatable, Sendable, CustomStringConvertible {
     public var file: String {
         switch self {
         case .unreadable(let file, _), .empty(let file), .truncated(let file, _, _), .notAnImage(let file, _),
-             .unsupportedColorSpace(let file, _, _), .tooLarge(let file, _, _, _), .tooSmall(let file, _, _, _),
-             .corrupt(let file, _, _):
+            .unsupportedColorSpace(let file, _, _), .tooLarge(let file, _, _, _), .tooSmall(let file, _, _, _),
+            .corrupt(let file, _, _):
             return file
         }
     }
@@ -32,7 +32,8 @@ public enum ImageError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unreadable(let file, let reason):
             return "\(file): cannot read the file: \(reason).\nHINT: check that the path exists and is a readable file."
         case .empty(let file):
-            return "\(file): the file is empty (0 bytes).\nHINT: the copy or upload failed; copy the image again or remove it."
+            return "\(file): the file is empty (0 bytes)."
+                + "\nHINT: the copy or upload failed; copy the image again or remove it."
         case .truncated(let file, let format, let detail):
             return "\(file): the \(format.name) data is truncated (\(detail)); the image is damaged."
                 + "\nHINT: copy the image again from its source, or remove it."
@@ -40,14 +41,16 @@ public enum ImageError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(file): not an image: \(reason).\nHINT: facetrain reads JPEG, PNG, binary PGM (P5) and PPM (P6);"
                 + " remove other files from the image folders."
         case .unsupportedColorSpace(let file, let format, let colorSpace):
-            return "\(file): unsupported colour space \(colorSpace) in \(format.name); facetrain reads grey and RGB images."
+            return "\(file): unsupported colour space \(colorSpace) in \(format.name);"
+                + " facetrain reads grey and RGB images."
                 + "\nHINT: convert it to RGB, for example `convert '\(file)' -colorspace sRGB out.jpg`."
         case .tooLarge(let file, let width, let height, let maximumPixelCount):
             return "\(file): \(width) x \(height) pixels (\(Self.megapixels(width * height)) megapixels) exceeds the"
                 + " limit of \(Self.megapixels(maximumPixelCount)) megapixels (\(maximumPixelCount) pixels);"
                 + " refused before decoding.\nHINT: face crops are small; crop or downscale the image first."
         case .tooSmall(let file, let width, let height, let minimumSide):
-            return "\(file): \(width) x \(height) pixels is smaller than the minimum of \(minimumSide) pixels on a side."
+            return "\(file): \(width) x \(height) pixels is smaller than the minimum of \(minimumSide) pixels"
+                + " on a side."
                 + "\nHINT: use a larger crop of the face, or remove the image."
         case .corrupt(let file, let format, let message):
             return "\(file): corrupt \(format.name) data: \(message).\nHINT: copy the image again from its source,"

@@ -12,9 +12,16 @@ enum JPEGDecoder {
         let source = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         let size = UInt(bytes.count)
 
-        var width: Int32 = 0, height: Int32 = 0, subsampling: Int32 = 0, colorSpace: Int32 = 0
+        var width: Int32 = 0
+        var height: Int32 = 0
+        var subsampling: Int32 = 0
+        var colorSpace: Int32 = 0
         if tjDecompressHeader3(handle, source, size, &width, &height, &subsampling, &colorSpace) != 0 {
-            throw failure(message(handle), name: name)
+            throw failure("libjpeg-turbo: " + message(handle), bytes: bytes, name: name)
+        }
+        // A stream that ends inside its tables parses as "tables only", with no frame and a size of 0 x 0.
+        guard width > 0, height > 0 else {
+            throw failure("the data ends before the frame header (SOF)", bytes: bytes, name: name)
         }
         let channels: Int
         let pixelFormat: TJPF
@@ -35,8 +42,9 @@ enum JPEGDecoder {
 
         var decodeError: ImageError?
         let pixels = [UInt8](unsafeUninitializedCapacity: w * h * channels) { buffer, count in
-            let status = tjDecompress2(handle, source, size, buffer.baseAddress, width, 0, height,
-                                       Int32(pixelFormat.rawValue), 0)
+            let status = tjDecompress2(
+                handle, source, size, buffer.baseAddress, width, 0, height,
+                Int32(pixelFormat.rawValue), 0)
             if status != 0 {
                 decodeError = classifyDecodeFailure(handle, bytes: bytes, name: name)
             }
@@ -58,18 +66,20 @@ enum JPEGDecoder {
     {
         let text = message(handle)
         if tjGetErrorCode(handle) == Int32(TJERR_WARNING.rawValue), text.contains("extraneous bytes before marker"),
-           endsWithEndOfImage(bytes) {
+            endsWithEndOfImage(bytes)
+        {
             return nil
         }
-        return failure(text, name: name)
+        return failure("libjpeg-turbo: " + text, bytes: bytes, name: name)
     }
 
-    private static func failure(_ text: String, name: String) -> ImageError {
-        let lowered = text.lowercased()
-        if lowered.contains("premature end") || lowered.contains("no image") {
-            return .truncated(file: name, format: .jpeg, detail: "libjpeg-turbo: \(text)")
+    /// A truncated file makes libjpeg complain in many ways ("premature end", "missing SOS marker", ...);
+    /// a stream without its final EOI marker is the reliable sign.
+    private static func failure(_ text: String, bytes: UnsafeRawBufferPointer, name: String) -> ImageError {
+        if text.lowercased().contains("premature end") || !endsWithEndOfImage(bytes) {
+            return .truncated(file: name, format: .jpeg, detail: text)
         }
-        return .corrupt(file: name, format: .jpeg, message: "libjpeg-turbo: \(text)")
+        return .corrupt(file: name, format: .jpeg, message: text)
     }
 
     /// Whether the data ends with the EOI marker FF D9, allowing for zero padding after it.

@@ -18,8 +18,9 @@ enum PNGDecoder {
         var succeeded = false
         let pixels = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
             succeeded = withUnsafeMutableBytes(of: &message) { messageBytes in
-                facetrain_png_decode(bytes.baseAddress, bytes.count, Int32(channels), buffer.baseAddress, capacity,
-                                     messageBytes.baseAddress!.assumingMemoryBound(to: CChar.self)) != 0
+                facetrain_png_decode(
+                    bytes.baseAddress, bytes.count, Int32(channels), buffer.baseAddress, capacity,
+                    messageBytes.baseAddress!.assumingMemoryBound(to: CChar.self)) != 0
             }
             count = succeeded ? width * height * channels : 0
         }

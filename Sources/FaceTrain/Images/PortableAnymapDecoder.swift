@@ -3,9 +3,10 @@
 /// Header: magic, width, height, maxval as ASCII decimals separated by whitespace, with `#` comments running
 /// to the end of a line; exactly one whitespace byte then separates maxval from the samples.
 enum PortableAnymapDecoder {
-    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, format: ImageFormat,
-                       limits: ImageDecoder.Limits) throws(ImageError) -> Image
-    {
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, name: String, format: ImageFormat,
+        limits: ImageDecoder.Limits
+    ) throws(ImageError) -> Image {
         var reader = HeaderReader(bytes: bytes, index: 2, name: name, format: format)
         let width = try reader.number("width")
         let height = try reader.number("height")
@@ -24,8 +25,10 @@ enum PortableAnymapDecoder {
         let bytesPerSample = maximum > 255 ? 2 : 1
         let available = bytes.count - start
         guard available >= sampleCount * bytesPerSample else {
-            throw .truncated(file: name, format: format, detail: "the header announces \(width) x \(height) pixels"
-                + " (\(sampleCount * bytesPerSample) bytes of samples) but only \(max(available, 0)) bytes follow")
+            throw .truncated(
+                file: name, format: format,
+                detail: "the header announces \(width) x \(height) pixels"
+                    + " (\(sampleCount * bytesPerSample) bytes of samples) but only \(max(available, 0)) bytes follow")
         }
 
         let pixels = [UInt8](unsafeUninitializedCapacity: sampleCount) { target, count in
@@ -73,7 +76,8 @@ enum PortableAnymapDecoder {
             guard index < bytes.count else {
                 throw .truncated(file: name, format: format, detail: "the header ends before the \(field)")
             }
-            var value = 0, digits = 0
+            var value = 0
+            var digits = 0
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
                 value = value * 10 + Int(bytes[index] - UInt8(ascii: "0"))
                 digits += 1
@@ -84,7 +88,8 @@ enum PortableAnymapDecoder {
             }
             guard digits > 0 else {
                 let found = Character(UnicodeScalar(bytes[index]))
-                throw .corrupt(file: name, format: format, message: "the header has \"\(found)\" where the \(field) belongs")
+                throw .corrupt(
+                    file: name, format: format, message: "the header has \"\(found)\" where the \(field) belongs")
             }
             guard index < bytes.count else {
                 throw .truncated(file: name, format: format, detail: "the header ends after the \(field)")

@@ -22,18 +22,31 @@ enum Fixtures {
         return Image(width: width, height: height, channels: channels, pixels: pixels)
     }
 
+    /// Seeded pseudo-random pixels, which compress badly: the scan data then dominates an encoded file.
+    static func noise(width: Int, height: Int, channels: Int, seed: UInt64 = 1) -> Image {
+        var state = seed
+        let pixels = (0..<(width * height * channels)).map { _ -> UInt8 in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 56)
+        }
+        return Image(width: width, height: height, channels: channels, pixels: pixels)
+    }
+
     // MARK: - JPEG
 
     /// Compresses `pixels` with tjCompress2.
-    static func jpeg(pixels: [UInt8], width: Int, height: Int, pixelFormat: TJPF, subsampling: TJSAMP = TJSAMP_444,
-                     quality: Int32 = 100, flags: Int32 = 0) -> Data {
+    static func jpeg(
+        pixels: [UInt8], width: Int, height: Int, pixelFormat: TJPF, subsampling: TJSAMP = TJSAMP_444,
+        quality: Int32 = 100, flags: Int32 = 0
+    ) -> Data {
         let handle = tjInitCompress()!
         defer { tjDestroy(handle) }
         var buffer: UnsafeMutablePointer<UInt8>? = nil
         var size: UInt = 0
         let status = pixels.withUnsafeBufferPointer { source in
-            tjCompress2(handle, source.baseAddress, Int32(width), 0, Int32(height), Int32(pixelFormat.rawValue),
-                        &buffer, &size, Int32(subsampling.rawValue), quality, flags)
+            tjCompress2(
+                handle, source.baseAddress, Int32(width), 0, Int32(height), Int32(pixelFormat.rawValue),
+                &buffer, &size, Int32(subsampling.rawValue), quality, flags)
         }
         precondition(status == 0, "tjCompress2 failed: \(String(cString: tjGetErrorStr2(handle)))")
         defer { tjFree(buffer) }
@@ -43,10 +56,12 @@ enum Fixtures {
     /// Compresses an image: grey as a one-component JPEG, RGB with 4:4:4 sampling.
     static func jpeg(_ image: Image, quality: Int32 = 100, flags: Int32 = 0) -> Data {
         image.channels == 1
-            ? jpeg(pixels: image.pixels, width: image.width, height: image.height, pixelFormat: TJPF_GRAY,
-                   subsampling: TJSAMP_GRAY, quality: quality, flags: flags)
-            : jpeg(pixels: image.pixels, width: image.width, height: image.height, pixelFormat: TJPF_RGB,
-                   quality: quality, flags: flags)
+            ? jpeg(
+                pixels: image.pixels, width: image.width, height: image.height, pixelFormat: TJPF_GRAY,
+                subsampling: TJSAMP_GRAY, quality: quality, flags: flags)
+            : jpeg(
+                pixels: image.pixels, width: image.width, height: image.height, pixelFormat: TJPF_RGB,
+                quality: quality, flags: flags)
     }
 
     /// `jpeg` with a segment inserted right after SOI.
@@ -63,8 +78,10 @@ enum Fixtures {
             bigEndian ? [UInt8(value >> 8), UInt8(value & 0xFF)] : [UInt8(value & 0xFF), UInt8(value >> 8)]
         }
         func u32(_ value: Int) -> [UInt8] {
-            let bytes = [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF),
-                         UInt8(value & 0xFF)]
+            let bytes = [
+                UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF),
+                UInt8(value & 0xFF),
+            ]
             return bigEndian ? bytes : bytes.reversed()
         }
         let make = Array("Phone\0".utf8)
@@ -102,26 +119,35 @@ enum Fixtures {
 
     /// PNG colour types (PNG specification, table 11.1).
     enum PNGColorType: Int32 {
-        case grey = 0, rgb = 2, palette = 3, greyAlpha = 4, rgba = 6
+        case grey = 0
+        case rgb = 2
+        case palette = 3
+        case greyAlpha = 4
+        case rgba = 6
     }
 
     /// Encodes already-packed rows (PNG byte layout: 16-bit samples big-endian, sub-byte samples packed
     /// from the high bits) with libpng's classic writer.
-    static func png(width: Int, height: Int, bitDepth: Int32, colorType: PNGColorType, rows: [[UInt8]],
-                    palette: [(UInt8, UInt8, UInt8)] = [], transparency: [UInt8] = [], interlaced: Bool = false)
+    static func png(
+        width: Int, height: Int, bitDepth: Int32, colorType: PNGColorType, rows: [[UInt8]],
+        palette: [(UInt8, UInt8, UInt8)] = [], transparency: [UInt8] = [], interlaced: Bool = false
+    )
         -> Data
     {
         final class Sink { var data = Data() }
         let sink = Sink()
         var png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nil, nil, nil)
         var info = png_create_info_struct(png)
-        png_set_write_fn(png, Unmanaged.passUnretained(sink).toOpaque(), { png, bytes, count in
-            let sink = Unmanaged<Sink>.fromOpaque(png_get_io_ptr(png)!).takeUnretainedValue()
-            sink.data.append(bytes!, count: count)
-        }, nil)
-        png_set_IHDR(png, info, UInt32(width), UInt32(height), bitDepth, colorType.rawValue,
-                     interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-                     PNG_FILTER_TYPE_DEFAULT)
+        png_set_write_fn(
+            png, Unmanaged.passUnretained(sink).toOpaque(),
+            { png, bytes, count in
+                let sink = Unmanaged<Sink>.fromOpaque(png_get_io_ptr(png)!).takeUnretainedValue()
+                sink.data.append(bytes!, count: count)
+            }, nil)
+        png_set_IHDR(
+            png, info, UInt32(width), UInt32(height), bitDepth, colorType.rawValue,
+            interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+            PNG_FILTER_TYPE_DEFAULT)
         if !palette.isEmpty {
             var entries = palette.map { png_color(red: $0.0, green: $0.1, blue: $0.2) }
             png_set_PLTE(png, info, &entries, Int32(entries.count))
@@ -144,8 +170,9 @@ enum Fixtures {
     static func png(_ image: Image) -> Data {
         let rowLength = image.width * image.channels
         let rows = (0..<image.height).map { Array(image.pixels[($0 * rowLength)..<(($0 + 1) * rowLength)]) }
-        return png(width: image.width, height: image.height, bitDepth: 8,
-                   colorType: image.channels == 1 ? .grey : .rgb, rows: rows)
+        return png(
+            width: image.width, height: image.height, bitDepth: 8,
+            colorType: image.channels == 1 ? .grey : .rgb, rows: rows)
     }
 
     /// `png` with the IHDR size replaced and its CRC recomputed, so libpng accepts the header.

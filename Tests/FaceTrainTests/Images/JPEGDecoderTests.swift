@@ -31,10 +31,12 @@ struct JPEGDecoderTests {
     }
 
     @Test func subsampledLowQualityJPEGStaysCloseToTheSource() throws {
-        let data = Fixtures.jpeg(pixels: source.pixels, width: 48, height: 32, pixelFormat: TJPF_RGB,
-                                 subsampling: TJSAMP_420, quality: 75)
+        let data = Fixtures.jpeg(
+            pixels: source.pixels, width: 48, height: 32, pixelFormat: TJPF_RGB,
+            subsampling: TJSAMP_420, quality: 75)
         let image = try ImageDecoder.decode(data: data, name: "phone.jpg")
-        let meanError = zip(image.pixels, source.pixels).map { abs(Int($0) - Int($1)) }.reduce(0, +)
+        let meanError =
+            zip(image.pixels, source.pixels).map { abs(Int($0) - Int($1)) }.reduce(0, +)
             / source.pixels.count
         #expect(meanError < 12)
     }
@@ -83,8 +85,9 @@ struct JPEGDecoderTests {
     @Test("EXIF orientation", arguments: 1...8, [true, false])
     func exifOrientation(orientation: Int, bigEndian: Bool) throws {
         let plain = Fixtures.jpeg(source)
-        let tagged = Fixtures.inserting(segment: Fixtures.exifSegment(orientation: orientation, bigEndian: bigEndian),
-                                        into: plain)
+        let tagged = Fixtures.inserting(
+            segment: Fixtures.exifSegment(orientation: orientation, bigEndian: bigEndian),
+            into: plain)
         let stored = try ImageDecoder.decode(data: plain, name: "stored.jpg")
         let image = try ImageDecoder.decode(data: tagged, name: "tagged.jpg")
 
@@ -94,12 +97,13 @@ struct JPEGDecoderTests {
         #expect(maximumDifference(image, Self.displayed(source, orientation: orientation)) <= 3)
 
         // Where the stored top-left block ends up on screen, as in the usual EXIF orientation charts.
-        let corner: (x: Int, y: Int) = switch orientation {
-        case 1, 5: (0, 0)
-        case 2, 6: (image.width - 1, 0)
-        case 3, 7: (image.width - 1, image.height - 1)
-        default: (0, image.height - 1)
-        }
+        let corner: (x: Int, y: Int) =
+            switch orientation {
+            case 1, 5: (0, 0)
+            case 2, 6: (image.width - 1, 0)
+            case 3, 7: (image.width - 1, image.height - 1)
+            default: (0, image.height - 1)
+            }
         for c in 0..<3 {
             #expect(abs(Int(image[x: corner.x, y: corner.y, channel: c]) - Int(source[x: 0, y: 0, channel: c])) <= 3)
         }
@@ -110,8 +114,9 @@ struct JPEGDecoderTests {
         var pixels = [UInt8](repeating: 0, count: 64 * 32)
         for y in 0..<32 { for x in 0..<16 { pixels[y * 64 + x] = 255 } }  // bright "sky" on the left
         let stored = Image(width: 64, height: 32, channels: 1, pixels: pixels)
-        let data = Fixtures.inserting(segment: Fixtures.exifSegment(orientation: 6, bigEndian: true),
-                                      into: Fixtures.jpeg(stored))
+        let data = Fixtures.inserting(
+            segment: Fixtures.exifSegment(orientation: 6, bigEndian: true),
+            into: Fixtures.jpeg(stored))
         let image = try ImageDecoder.decode(data: data, name: "portrait.jpg")
         #expect(image.width == 32 && image.height == 64)
         #expect(image[x: 16, y: 2, channel: 0] > 240, "the sky should be at the top")
@@ -123,13 +128,16 @@ struct JPEGDecoderTests {
         let stored = try ImageDecoder.decode(data: plain, name: "stored.jpg")
         let xmpPayload = Array("http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>".utf8)
         let xmp: [UInt8] = [0xFF, 0xE1, 0, UInt8(xmpPayload.count + 2)] + xmpPayload
-        for segment in [Fixtures.exifSegment(orientation: 9, bigEndian: false),
-                        Fixtures.exifSegment(orientation: 0, bigEndian: true), xmp] {
+        for segment in [
+            Fixtures.exifSegment(orientation: 9, bigEndian: false),
+            Fixtures.exifSegment(orientation: 0, bigEndian: true), xmp,
+        ] {
             let image = try ImageDecoder.decode(data: Fixtures.inserting(segment: segment, into: plain), name: "x.jpg")
             #expect(image == stored)
         }
         // The Exif segment after an XMP segment is still found.
-        let both = Fixtures.inserting(segment: xmp + Fixtures.exifSegment(orientation: 3, bigEndian: false), into: plain)
+        let both = Fixtures.inserting(
+            segment: xmp + Fixtures.exifSegment(orientation: 3, bigEndian: false), into: plain)
         #expect(try ImageDecoder.decode(data: both, name: "both.jpg") == Self.displayed(stored, orientation: 3))
     }
 

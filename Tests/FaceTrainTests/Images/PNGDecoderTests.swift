@@ -45,8 +45,9 @@ struct PNGDecoderTests {
         let data = Fixtures.png(width: width, height: height, bitDepth: 16, colorType: .rgba, rows: rows)
         let image = try ImageDecoder.decode(data: data, name: "deep-rgba.png")
         #expect(image.channels == 3)
-        #expect([image[x: 0, y: 5, channel: 0], image[x: 0, y: 5, channel: 1], image[x: 0, y: 5, channel: 2]]
-            == [200, 100, 0])
+        #expect(
+            [image[x: 0, y: 5, channel: 0], image[x: 0, y: 5, channel: 1], image[x: 0, y: 5, channel: 2]]
+                == [200, 100, 0])
         // 200 * 128 / 255 = 100.4 and 100 * 128 / 255 = 50.2
         #expect([image[x: 20, y: 5, channel: 0], image[x: 20, y: 5, channel: 1]] == [100, 50])
     }
@@ -60,15 +61,18 @@ struct PNGDecoderTests {
             let rows = (0..<height).map { y in
                 Self.pack((0..<width).map { index($0, y) }, bitDepth: Int(bitDepth))
             }
-            let data = Fixtures.png(width: width, height: height, bitDepth: bitDepth, colorType: .palette, rows: rows,
-                                    palette: Array(palette.prefix(entries)))
+            let data = Fixtures.png(
+                width: width, height: height, bitDepth: bitDepth, colorType: .palette, rows: rows,
+                palette: Array(palette.prefix(entries)))
             let image = try ImageDecoder.decode(data: data, name: "palette\(bitDepth).png")
             #expect(image.channels == 3 && image.width == width && image.height == height)
             for y in 0..<height {
                 for x in 0..<width {
                     let colour = palette[index(x, y)]
-                    let decoded = (image[x: x, y: y, channel: 0], image[x: x, y: y, channel: 1],
-                                   image[x: x, y: y, channel: 2])
+                    let decoded = (
+                        image[x: x, y: y, channel: 0], image[x: x, y: y, channel: 1],
+                        image[x: x, y: y, channel: 2]
+                    )
                     #expect(decoded == colour, "bit depth \(bitDepth) at (\(x), \(y))")
                 }
             }
@@ -111,22 +115,27 @@ struct PNGDecoderTests {
         let data = Fixtures.png(width: 24, height: 24, bitDepth: 8, colorType: .rgba, rows: rows)
         let image = try ImageDecoder.decode(data: data, name: "rgba.png")
         #expect(image.channels == 3)
-        #expect([image[x: 5, y: 5, channel: 0], image[x: 5, y: 5, channel: 1], image[x: 5, y: 5, channel: 2]]
-            == [10, 120, 250])
+        #expect(
+            [image[x: 5, y: 5, channel: 0], image[x: 5, y: 5, channel: 1], image[x: 5, y: 5, channel: 2]]
+                == [10, 120, 250])
         // 51 / 255 = 0.2 exactly: 2, 24, 50.
-        #expect([image[x: 5, y: 20, channel: 0], image[x: 5, y: 20, channel: 1], image[x: 5, y: 20, channel: 2]]
-            == [2, 24, 50])
+        #expect(
+            [image[x: 5, y: 20, channel: 0], image[x: 5, y: 20, channel: 1], image[x: 5, y: 20, channel: 2]]
+                == [2, 24, 50])
     }
 
     @Test func paletteTransparencyIsCompositedOnBlack() throws {
         let rows = (0..<24).map { _ in (0..<24).map { UInt8($0 % 2) } }
-        let data = Fixtures.png(width: 24, height: 24, bitDepth: 8, colorType: .palette, rows: rows,
-                                palette: [(200, 100, 50), (255, 255, 255)], transparency: [255, 0])
+        let data = Fixtures.png(
+            width: 24, height: 24, bitDepth: 8, colorType: .palette, rows: rows,
+            palette: [(200, 100, 50), (255, 255, 255)], transparency: [255, 0])
         let image = try ImageDecoder.decode(data: data, name: "palette-trns.png")
-        #expect([image[x: 0, y: 0, channel: 0], image[x: 0, y: 0, channel: 1], image[x: 0, y: 0, channel: 2]]
-            == [200, 100, 50])
-        #expect([image[x: 1, y: 0, channel: 0], image[x: 1, y: 0, channel: 1], image[x: 1, y: 0, channel: 2]]
-            == [0, 0, 0])
+        #expect(
+            [image[x: 0, y: 0, channel: 0], image[x: 0, y: 0, channel: 1], image[x: 0, y: 0, channel: 2]]
+                == [200, 100, 50])
+        #expect(
+            [image[x: 1, y: 0, channel: 0], image[x: 1, y: 0, channel: 1], image[x: 1, y: 0, channel: 2]]
+                == [0, 0, 0])
     }
 
     @Test func interlacedPNGDecodesLikeTheProgressiveOne() throws {
