@@ -1,0 +1,187 @@
+import Foundation
+import Testing
+
+@testable import FaceTrain
+
+/// Exports real-sized models and hands both files to Tests/Scripts/check_exports.py, which loads
+/// them with onnx/onnxruntime and coremltools, checks their structure and metadata, runs them on
+/// real face crops (onnxruntime, and a numpy evaluation of the Core ML spec) and compares the
+/// probabilities with this file's double-precision forward pass.
+@Suite(.enabled(if: PythonChecker.shouldRun))
+struct ExportConsumerTests {
+    static let metadata = ExportMetadata(
+        version: 3, shortDescription: "Office door face classifier", author: "facetrain tests",
+        license: "Proprietary", manifestSHA256: String(repeating: "ab", count: 32), acceptThreshold: 0.62,
+        dataFingerprint: "sha256:0123456789abcdef")
+
+    /// What `metadata` must put into Core ML `userDefined` (and ONNX `metadata_props`), written out by hand.
+    static let expectedUserDefined = [
+        "facetrain_version": FaceTrainVersion.string,
+        "manifest_sha256": String(repeating: "ab", count: 32),
+        "accept_threshold": "0.62",
+        "data_fingerprint": "sha256:0123456789abcdef",
+    ]
+
+    /// ref-small (at width 8, to keep the double-precision oracle quick) on 24 CS131 RGB crops.
+    @Test func referenceSmallRGBExportsMatchOnCelebrityCrops() throws {
+        let crops = try Self.celebrityCrops(count: 24)
+        let people = try Self.celebrityNames()
+        // Labels include characters that need JSON escaping and non-ASCII text.
+        let labels = ["1", "2"] + people + ["Zoë Ångström", "O\"Brien \\ 17"]
+        let model = TrainedModel.seeded(
+            .referenceSmall(classLabels: labels, inputSize: 64, channels: 3, width: 8), seed: 42)
+        let result = try Self.exportAndCheck(model, crops: crops)
+        #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
+    }
+
+    /// A grey, non-square network with a strided, padded 5x5 convolution, a 3x3/2 pooling, dropout
+    /// and a flatten of a 6x5 map into two linear layers, on 20 ORL crops (40 classes).
+    @Test func grayscaleNetworkExportsMatchOnORLCrops() throws {
+        let crops = try Self.orlCrops(count: 20)
+        let labels = (1...40).map { String(format: "s%02d", $0) }
+        let definition = ModelDefinition(
+            input: InputSpecification(width: 46, height: 56, channels: 1, scale: 1 / 255, bias: [-0.5]),
+            layers: [
+                .conv2D(inputChannels: 1, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1),
+                .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .maxPool2D(size: 2, stride: 2),
+                .conv2D(inputChannels: 8, outputChannels: 16, kernelSize: 5, stride: 2, padding: 2),
+                .batchNorm2D(channels: 16, epsilon: 1e-3, momentum: 0.1),
+                .relu,
+                .dropout(rate: 0.3),
+                .maxPool2D(size: 3, stride: 2),
+                .linear(inputFeatures: 16 * 6 * 5, outputFeatures: 32),
+                .relu,
+                .dropout(rate: 0.5),
+                .linear(inputFeatures: 32, outputFeatures: labels.count),
+            ],
+            classLabels: labels)
+        let model = TrainedModel.seeded(definition, seed: 7)
+        let result = try Self.exportAndCheck(model, crops: crops)
+        #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
+    }
+
+    /// The checker is not vacuous: expectations that do not belong to the images make it fail.
+    @Test func checkerRejectsWrongExpectations() throws {
+        let crops = try Self.celebrityCrops(count: 3)
+        let labels = ["1", "2", "3", "4", "5"]
+        let model = TrainedModel.seeded(
+            .referenceSmall(classLabels: labels, inputSize: 64, channels: 3, width: 4), seed: 3)
+        let result = try Self.exportAndCheck(model, crops: crops) { cases in
+            // Each image gets the next image's probabilities, and the label list is reordered.
+            let rotated = cases.cases.map(\.probabilities)
+            for index in cases.cases.indices {
+                cases.cases[index].probabilities = rotated[(index + 1) % rotated.count]
+            }
+            cases.labels.swapAt(0, 1)
+        }
+        #expect(result.status == 1, "the checker should fail:\n\(result.output)")
+        #expect(result.output.contains("probabilities differ"))
+        #expect(result.output.contains("class_labels"))
+        #expect(result.output.contains("stringClassLabels"))
+    }
+
+    // MARK: - Running the checker
+
+    struct CheckCase: Codable {
+        var name: String
+        var pixels: [UInt8]
+        var probabilities: [Double]
+    }
+
+    /// The JSON file check_exports.py reads; see its docstring.
+    struct CheckFile: Codable {
+        struct Input: Codable { var name: String, width: Int, height: Int, channels: Int, colorSpace: String }
+        struct Outputs: Codable { var label: String, probabilities: String }
+        struct Metadata: Codable {
+            var version: Int, versionString: String, shortDescription: String, author: String, license: String
+            var userDefined: [String: String]
+        }
+        struct Producer: Codable { var name: String, version: String }
+        var mlmodel: String
+        var onnx: String
+        var labels: [String]
+        var input: Input
+        var outputs: Outputs
+        var metadata: Metadata
+        var onnxProducer: Producer
+        var tolerance: Double
+        var cases: [CheckCase]
+    }
+
+    static func exportAndCheck(
+        _ model: TrainedModel, crops: [FaceCrop], tamper: (inout CheckFile) -> Void = { _ in }
+    ) throws -> (status: Int32, output: String) {
+        let directory = try ExportTestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let coreMLURL = directory.appendingPathComponent(CoreMLExporter.fileName)
+        let onnxURL = directory.appendingPathComponent(ONNXExporter.fileName)
+        try CoreMLExporter.encode(model, metadata: metadata).write(to: coreMLURL)
+        try ONNXExporter.encode(model, metadata: metadata).write(to: onnxURL)
+
+        let input = model.definition.input
+        var cases: [CheckCase] = []
+        for crop in crops {
+            #expect(crop.width == input.width && crop.height == input.height && crop.channels == input.channels)
+            let probabilities = ReferenceForwardPass.probabilities(model, pixels: crop.pixels)
+            // A clear winner, so that "same top label" is a meaningful check at float32 precision.
+            let sorted = probabilities.sorted(by: >)
+            #expect(sorted[0] - sorted[1] > 1e-4, "\(crop.name): top two classes are too close")
+            cases.append(CheckCase(name: crop.name, pixels: crop.pixels, probabilities: probabilities))
+        }
+        var file = CheckFile(
+            mlmodel: coreMLURL.path, onnx: onnxURL.path, labels: model.definition.classLabels,
+            input: .init(
+                name: "image", width: input.width, height: input.height, channels: input.channels,
+                colorSpace: input.colorSpace),
+            outputs: .init(label: "classLabel", probabilities: "classProbability"),
+            metadata: .init(
+                version: 3, versionString: "3", shortDescription: "Office door face classifier",
+                author: "facetrain tests", license: "Proprietary", userDefined: expectedUserDefined),
+            onnxProducer: .init(name: "facetrain", version: FaceTrainVersion.string),
+            tolerance: 1e-4, cases: cases)
+        tamper(&file)
+        let casesURL = directory.appendingPathComponent("cases.json")
+        try JSONEncoder().encode(file).write(to: casesURL)
+
+        let result = try PythonChecker.run([ExportTestSupport.checkScript.path, casesURL.path])
+        if result.status == PythonChecker.missingModulesStatus {
+            Issue.record("Python modules for the export checks are missing:\n\(result.output)")
+        }
+        print(result.output.split(separator: "\n").suffix(3).joined(separator: "\n"))
+        return result
+    }
+
+    // MARK: - Crops
+
+    static func celebrityNames() throws -> [String] {
+        let root = ExportTestSupport.datasets.appendingPathComponent("cs131_celebrity_faces")
+        return try FileManager.default.contentsOfDirectory(atPath: root.path).filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    /// The first two images (by name) of each person, in person order, up to `count`.
+    static func celebrityCrops(count: Int) throws -> [FaceCrop] {
+        let root = ExportTestSupport.datasets.appendingPathComponent("cs131_celebrity_faces")
+        var crops: [FaceCrop] = []
+        for person in try celebrityNames() where crops.count < count {
+            let folder = root.appendingPathComponent(person)
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+                .filter { $0.hasSuffix(".jpg") }.sorted().prefix(2)
+            for file in files where crops.count < count {
+                crops.append(try FaceCropLoader.jpeg(folder.appendingPathComponent(file)))
+            }
+        }
+        try #require(crops.count == count, "found only \(crops.count) CS131 crops under \(root.path)")
+        return crops
+    }
+
+    /// Image 1 of the first `count` ORL subjects, halved to 46x56 by 2x2 averaging.
+    static func orlCrops(count: Int) throws -> [FaceCrop] {
+        let root = ExportTestSupport.datasets.appendingPathComponent("orl_faces")
+        return try (1...count).map { subject in
+            let url = root.appendingPathComponent(String(format: "s%02d/1.pgm", subject))
+            return FaceCropLoader.downsample(try FaceCropLoader.pgm(url), by: 2)
+        }
+    }
+}

@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""Checks a facetrain Core ML export (.mlmodel) and ONNX export (.onnx) with real consumers.
+
+Usage:  python3 check_exports.py CASES.json
+
+CASES.json (written by the Swift export tests) names the two files and says what they must contain:
+  {"mlmodel": path, "onnx": path, "labels": [...],
+   "input": {"name", "width", "height", "channels", "colorSpace": "RGB"|"GRAY"},
+   "outputs": {"label": "classLabel", "probabilities": "classProbability"},
+   "metadata": {"version", "versionString", "shortDescription", "author", "license", "userDefined": {...}},
+   "onnxProducer": {"name", "version"}, "tolerance": 1e-4,
+   "cases": [{"name", "pixels": [uint8, HWC, RGB order], "probabilities": [expected, label order]}]}
+
+What it does:
+  ONNX     onnx.checker (full check) and strict shape inference; IR 7 / opset 13; one float NCHW input
+           [N, C, H, W] and one output [N, classes]; only the expected operators; metadata_props
+           (class_labels JSON, version, free-form entries); onnxruntime runs all cases as one batch.
+  Core ML  coremltools.utils.load_spec (protobuf parse; Core ML itself does not run on Linux);
+           spec version 1, neuralNetworkClassifier, image input, classLabel/classProbability outputs,
+           labels, metadata; the rules of Apple's validator (weight counts, blob order, float32 only)
+           plus what it misses (unique layer names, label count = softmax width); then a numpy
+           forward pass of the spec written here from the NeuralNetwork.proto semantics.
+  Numbers  both files' probabilities against the expected ones within `tolerance`, same top label.
+
+Exit status: 0 all checks passed, 1 a check failed, 2 bad usage, 3 a Python module is missing.
+"""
+import importlib.util
+import json
+import sys
+
+REQUIRED_MODULES = ["numpy", "onnx", "onnxruntime", "coremltools"]
+MISSING_MODULES_STATUS = 3
+
+
+def require_modules():
+    missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"check_exports.py: MISSING PYTHON MODULES: {', '.join(missing)}.\n"
+              f"  The export checks load the files with onnx, onnxruntime and coremltools.\n"
+              f"  Install them with: python3 -m pip install -r Tests/Scripts/requirements.txt",
+              file=sys.stderr)
+        sys.exit(MISSING_MODULES_STATUS)
+
+
+class Checks:
+    """Collects failures so that one run reports all of them."""
+
+    def __init__(self):
+        self.failures = []
+        self.count = 0
+
+    def expect(self, condition, message):
+        self.count += 1
+        if not condition:
+            self.failures.append(message)
+            print(f"FAIL: {message}")
+        return condition
+
+    def equal(self, actual, expected, what):
+        return self.expect(actual == expected, f"{what}: got {actual!r}, expected {expected!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# ONNX
+
+ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "MaxPool", "GlobalAveragePool",
+                  "Flatten", "Gemm", "Softmax"}
+
+
+def onnx_dims(value_info):
+    dims = []
+    for dim in value_info.type.tensor_type.shape.dim:
+        dims.append(dim.dim_param if dim.WhichOneof("value") == "dim_param" else dim.dim_value)
+    return dims
+
+
+def check_onnx(path, cases_file, checks, batch):
+    import numpy as np
+    import onnx
+    import onnxruntime
+
+    model = onnx.load(path)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        checks.expect(True, "onnx.checker")
+    except Exception as error:  # the checker raises several types
+        checks.expect(False, f"onnx.checker.check_model(full_check=True) failed: {error}")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except Exception as error:
+        checks.expect(False, f"ONNX shape inference failed: {error}")
+        inferred = model
+
+    labels = cases_file["labels"]
+    spec = cases_file["input"]
+    checks.equal(model.ir_version, 7, "ONNX ir_version")
+    checks.equal([(o.domain, o.version) for o in model.opset_import], [("", 13)], "ONNX opset_import")
+    checks.equal(model.model_version, cases_file["metadata"]["version"], "ONNX model_version")
+    checks.equal(model.doc_string, cases_file["metadata"]["shortDescription"], "ONNX doc_string")
+    checks.equal(model.producer_name, cases_file["onnxProducer"]["name"], "ONNX producer_name")
+    checks.equal(model.producer_version, cases_file["onnxProducer"]["version"], "ONNX producer_version")
+
+    graph = model.graph
+    initializers = {tensor.name for tensor in graph.initializer}
+    checks.equal([i.name for i in graph.input], [spec["name"]], "ONNX graph inputs (initializers must not be listed)")
+    checks.equal(graph.input[0].type.tensor_type.elem_type, onnx.TensorProto.FLOAT, "ONNX input element type")
+    checks.equal(onnx_dims(graph.input[0]), ["N", spec["channels"], spec["height"], spec["width"]],
+                 "ONNX input shape")
+    probabilities_name = cases_file["outputs"]["probabilities"]
+    checks.equal([o.name for o in graph.output], [probabilities_name], "ONNX graph outputs")
+    checks.equal(onnx_dims(graph.output[0]), ["N", len(labels)], "ONNX output shape")
+    inferred_output = [o for o in inferred.graph.output if o.name == probabilities_name]
+    if inferred_output:
+        checks.equal(onnx_dims(inferred_output[0]), ["N", len(labels)], "ONNX inferred output shape")
+
+    operators = [node.op_type for node in graph.node]
+    checks.expect(set(operators) <= ONNX_OPERATORS, f"ONNX operators {sorted(set(operators) - ONNX_OPERATORS)} "
+                  f"are not expected (allowed: {sorted(ONNX_OPERATORS)})")
+    checks.equal(operators[:2], ["Mul", "Add"], "ONNX normalisation nodes")
+    checks.equal(graph.node[0].input[0], spec["name"], "ONNX first node reads the image")
+    checks.equal(operators[-1], "Softmax", "ONNX last operator")
+    node_names = [node.name for node in graph.node]
+    checks.expect(len(set(node_names)) == len(node_names), f"ONNX node names are not unique: {node_names}")
+    for node in graph.node:
+        if node.op_type == "Softmax":
+            axis = [a.i for a in node.attribute if a.name == "axis"]
+            checks.equal(axis, [1], "ONNX Softmax axis")
+        if node.op_type == "Gemm":
+            trans_b = [a.i for a in node.attribute if a.name == "transB"]
+            checks.equal(trans_b, [1], "ONNX Gemm transB")
+        for name in node.input[1:]:
+            checks.expect(name in initializers, f"ONNX node {node.name} input {name} is not an initializer")
+    for tensor in graph.initializer:
+        checks.equal(tensor.data_type, onnx.TensorProto.FLOAT, f"ONNX initializer {tensor.name} type")
+
+    properties = {p.key: p.value for p in model.metadata_props}
+    try:
+        checks.equal(json.loads(properties.get("class_labels", "null")), labels, "ONNX metadata class_labels")
+    except json.JSONDecodeError as error:
+        checks.expect(False, f"ONNX metadata class_labels is not JSON: {error}")
+    checks.equal(properties.get("image_size"), f"{spec['width']}x{spec['height']}", "ONNX metadata image_size")
+    expected_properties = dict(cases_file["metadata"]["userDefined"])
+    for key in ("author", "license"):
+        if cases_file["metadata"].get(key):
+            expected_properties[key] = cases_file["metadata"][key]
+    for key, value in expected_properties.items():
+        checks.equal(properties.get(key), value, f"ONNX metadata_props[{key!r}]")
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta()
+    checks.equal(json.loads(meta.custom_metadata_map.get("class_labels", "null")), labels,
+                 "onnxruntime custom_metadata_map class_labels")
+    checks.equal(meta.version, cases_file["metadata"]["version"], "onnxruntime model version")
+    nchw = batch.transpose(0, 3, 1, 2).astype(np.float32)
+    (probabilities,) = session.run([probabilities_name], {spec["name"]: nchw})
+    return probabilities
+
+
+# ---------------------------------------------------------------------------------------------
+# Core ML
+
+COREML_LAYERS = {"convolution", "batchnorm", "activation", "pooling", "innerProduct", "softmax", "flatten"}
+COLOR_SPACES = {"RGB": "RGB", "GRAY": "GRAYSCALE"}
+
+
+def float_weights(weights, expected_count, what, checks):
+    """The values of a WeightParams after checking it holds exactly `expected_count` float32 values."""
+    import numpy as np
+    others = [field.name for field, _ in weights.ListFields() if field.name != "floatValue"]
+    checks.expect(not others, f"{what} stores {others}; only float32 floatValue is allowed in spec version 1")
+    checks.equal(len(weights.floatValue), expected_count, f"{what} value count")
+    return np.asarray(weights.floatValue, dtype=np.float32)
+
+
+def check_coreml_structure(spec, cases_file, checks):
+    labels = cases_file["labels"]
+    spec_input = cases_file["input"]
+    outputs = cases_file["outputs"]
+    checks.equal(spec.specificationVersion, 1, "Core ML specificationVersion")
+    checks.equal(spec.WhichOneof("Type"), "neuralNetworkClassifier", "Core ML model type")
+
+    description = spec.description
+    checks.equal([i.name for i in description.input], [spec_input["name"]], "Core ML inputs")
+    image = description.input[0].type
+    checks.equal(image.WhichOneof("Type"), "imageType", "Core ML input type")
+    color_space = image.imageType.ColorSpace.Name(image.imageType.colorSpace)
+    checks.equal((image.imageType.width, image.imageType.height, color_space),
+                 (spec_input["width"], spec_input["height"], COLOR_SPACES[spec_input["colorSpace"]]),
+                 "Core ML image width, height, colour space")
+    features = {o.name: o.type for o in description.output}
+    checks.equal(sorted(features), sorted([outputs["label"], outputs["probabilities"]]), "Core ML outputs")
+    if outputs["label"] in features:
+        checks.equal(features[outputs["label"]].WhichOneof("Type"), "stringType", "Core ML label output type")
+    if outputs["probabilities"] in features:
+        dictionary = features[outputs["probabilities"]]
+        checks.equal(dictionary.WhichOneof("Type"), "dictionaryType", "Core ML probability output type")
+        checks.equal(dictionary.dictionaryType.WhichOneof("KeyType"), "stringKeyType",
+                     "Core ML probability dictionary key type")
+    checks.equal(description.predictedFeatureName, outputs["label"], "Core ML predictedFeatureName")
+    checks.equal(description.predictedProbabilitiesName, outputs["probabilities"],
+                 "Core ML predictedProbabilitiesName")
+
+    metadata = description.metadata
+    expected = cases_file["metadata"]
+    checks.equal(metadata.shortDescription, expected["shortDescription"], "Core ML shortDescription")
+    checks.equal(metadata.versionString, expected["versionString"], "Core ML versionString")
+    checks.equal(metadata.author, expected["author"], "Core ML author")
+    checks.equal(metadata.license, expected["license"], "Core ML license")
+    checks.equal(dict(metadata.userDefined), expected["userDefined"], "Core ML userDefined metadata")
+
+    network = spec.neuralNetworkClassifier
+    checks.equal(list(network.stringClassLabels.vector), labels, "Core ML stringClassLabels")
+    checks.equal(network.labelProbabilityLayerName, outputs["probabilities"], "Core ML labelProbabilityLayerName")
+    checks.equal((network.arrayInputShapeMapping, network.imageInputShapeMapping), (0, 0),
+                 "Core ML shape mappings (must stay 0 for spec version 1)")
+    checks.equal([p.featureName for p in network.preprocessing], [spec_input["name"]], "Core ML preprocessing")
+    if network.preprocessing:
+        checks.equal(network.preprocessing[0].WhichOneof("preprocessor"), "scaler", "Core ML preprocessor")
+
+    names = [layer.name for layer in network.layers]
+    checks.expect(len(set(names)) == len(names), f"Core ML layer names are not unique: {names}")
+    checks.expect(all(names), "Core ML has a layer without a name")
+    available = {spec_input["name"]}
+    for layer in network.layers:
+        kind = layer.WhichOneof("layer")
+        checks.expect(kind in COREML_LAYERS, f"Core ML layer {layer.name} is a {kind}, not one of {sorted(COREML_LAYERS)}")
+        checks.equal(len(layer.input), 1, f"Core ML layer {layer.name} input count")
+        checks.equal(len(layer.output), 1, f"Core ML layer {layer.name} output count")
+        for blob in layer.input:
+            checks.expect(blob in available, f"Core ML layer {layer.name} reads {blob!r} before it is produced")
+        for blob in layer.output:
+            checks.expect(blob not in available, f"Core ML layer {layer.name} writes {blob!r} a second time")
+            available.add(blob)
+        if kind == "activation":
+            checks.equal(layer.activation.WhichOneof("NonlinearityType"), "ReLU", f"Core ML {layer.name} activation")
+    if network.layers:
+        last = network.layers[-1]
+        checks.equal(last.WhichOneof("layer"), "softmax", "Core ML last layer")
+        checks.equal(list(last.output), [outputs["probabilities"]], "Core ML softmax output blob")
+
+
+def softmax_width(spec):
+    """Width of the softmax by following the shapes through the network (C, H, W)."""
+    network = spec.neuralNetworkClassifier
+    image = spec.description.input[0].type.imageType
+    channels = 1 if image.colorSpace == image.GRAYSCALE else 3
+    shape = (channels, image.height, image.width)
+    for layer in network.layers:
+        kind = layer.WhichOneof("layer")
+        params = getattr(layer, kind)
+        if kind == "convolution":
+            top, bottom, left, right = padding(params, shape[1], shape[2])
+            kh, kw = kernel_of(params)
+            sh, sw = stride_of(params)
+            shape = (params.outputChannels, (shape[1] + top + bottom - kh) // sh + 1,
+                     (shape[2] + left + right - kw) // sw + 1)
+        elif kind == "pooling" and params.globalPooling:
+            shape = (shape[0], 1, 1)
+        elif kind == "pooling":
+            top, bottom, left, right = padding(params, shape[1], shape[2])
+            kh, kw = kernel_of(params)
+            sh, sw = stride_of(params)
+            shape = (shape[0], (shape[1] + top + bottom - kh) // sh + 1, (shape[2] + left + right - kw) // sw + 1)
+        elif kind == "flatten":
+            shape = (shape[0] * shape[1] * shape[2], 1, 1)
+        elif kind == "innerProduct":
+            shape = (params.outputChannels, 1, 1)
+    return shape[0] * shape[1] * shape[2]
+
+
+def kernel_of(params):
+    values = list(params.kernelSize) or [3, 3]
+    return values[0], values[1]
+
+
+def stride_of(params):
+    values = list(params.stride) or [1, 1]
+    return values[0], values[1]
+
+
+def padding(params, height, width):
+    """(top, bottom, left, right) of a convolution or pooling layer."""
+    kind = params.WhichOneof("ConvolutionPaddingType" if hasattr(params, "isDeconvolution") else "PoolingPaddingType")
+    if kind == "valid":
+        borders = params.valid.paddingAmounts.borderAmounts
+        if not borders:
+            return 0, 0, 0, 0
+        return borders[0].startEdgeSize, borders[0].endEdgeSize, borders[1].startEdgeSize, borders[1].endEdgeSize
+    if kind == "same":
+        kh, kw = kernel_of(params)
+        sh, sw = stride_of(params)
+        amounts = []
+        for size, kernel, stride in ((height, kh, sh), (width, kw, sw)):
+            total = max(0, (-(-size // stride) - 1) * stride + kernel - size)
+            small, large = total // 2, total - total // 2
+            heavy_top_left = params.same.asymmetryMode == 1
+            amounts += [large, small] if heavy_top_left else [small, large]
+        return amounts[0], amounts[1], amounts[2], amounts[3]
+    raise ValueError(f"padding type {kind!r} is not supported by this checker")
+
+
+def check_coreml_weights(spec, checks):
+    """The weight-count rules of Apple's validator (mlmodel/src/Validation), float32 only."""
+    for layer in spec.neuralNetworkClassifier.layers:
+        kind = layer.WhichOneof("layer")
+        params = getattr(layer, kind)
+        what = f"Core ML {layer.name}"
+        if kind == "convolution":
+            kh, kw = kernel_of(params)
+            checks.expect(params.nGroups in (0, 1) and list(params.dilationFactor) in ([], [1, 1])
+                          and not params.isDeconvolution, f"{what}: only plain convolutions are expected")
+            float_weights(params.weights, params.outputChannels * params.kernelChannels * kh * kw,
+                          f"{what} weights", checks)
+            if params.hasBias:
+                float_weights(params.bias, params.outputChannels, f"{what} bias", checks)
+        elif kind == "batchnorm":
+            checks.expect(not params.computeMeanVar and not params.instanceNormalization,
+                          f"{what}: batchnorm must use stored statistics")
+            for name in ("gamma", "beta", "mean", "variance"):
+                float_weights(getattr(params, name), params.channels, f"{what} {name}", checks)
+        elif kind == "innerProduct":
+            float_weights(params.weights, params.inputChannels * params.outputChannels, f"{what} weights", checks)
+            if params.hasBias:
+                float_weights(params.bias, params.outputChannels, f"{what} bias", checks)
+
+
+def run_coreml(spec, image):
+    """Forward pass of the classifier spec on one HWC uint8 image; returns the softmax blob."""
+    import numpy as np
+    network = spec.neuralNetworkClassifier
+    color_space = spec.description.input[0].type.imageType.colorSpace
+    x = image.astype(np.float32).transpose(2, 0, 1)  # C, H, W; channels R, G, B or grey
+    scaler = network.preprocessing[0].scaler
+    scale = np.float32(scaler.channelScale or 1.0)  # unset (0) means 1
+    if color_space == 10:
+        biases = [scaler.grayBias]
+    elif color_space == 20:
+        biases = [scaler.redBias, scaler.greenBias, scaler.blueBias]
+    else:
+        x = x[::-1]
+        biases = [scaler.blueBias, scaler.greenBias, scaler.redBias]
+    blobs = {spec.description.input[0].name: x * scale + np.asarray(biases, dtype=np.float32)[:, None, None]}
+
+    for layer in network.layers:
+        kind = layer.WhichOneof("layer")
+        params = getattr(layer, kind)
+        x = blobs[layer.input[0]]
+        if kind == "convolution":
+            x = convolution(x, params)
+        elif kind == "batchnorm":
+            epsilon = params.epsilon or 1e-5
+            gamma, beta, mean, variance = (np.asarray(getattr(params, n).floatValue, dtype=np.float32)
+                                           for n in ("gamma", "beta", "mean", "variance"))
+            x = (x - mean[:, None, None]) / np.sqrt(variance + np.float32(epsilon))[:, None, None] \
+                * gamma[:, None, None] + beta[:, None, None]
+        elif kind == "activation":
+            x = np.maximum(x, 0)
+        elif kind == "pooling":
+            x = pooling(x, params)
+        elif kind == "flatten":
+            x = (x if params.mode == 0 else x.transpose(1, 2, 0)).reshape(-1, 1, 1)
+        elif kind == "innerProduct":
+            weights = np.asarray(params.weights.floatValue, dtype=np.float32).reshape(
+                params.outputChannels, params.inputChannels)
+            y = weights @ x.reshape(-1)
+            if params.hasBias:
+                y = y + np.asarray(params.bias.floatValue, dtype=np.float32)
+            x = y.reshape(-1, 1, 1)
+        elif kind == "softmax":
+            shifted = np.exp(x - x.max(axis=0, keepdims=True))
+            x = shifted / shifted.sum(axis=0, keepdims=True)
+        else:
+            raise ValueError(f"layer kind {kind!r} is not supported by this checker")
+        blobs[layer.output[0]] = x
+    return blobs[network.labelProbabilityLayerName].reshape(-1)
+
+
+def convolution(x, params):
+    import numpy as np
+    kh, kw = kernel_of(params)
+    sh, sw = stride_of(params)
+    top, bottom, left, right = padding(params, x.shape[1], x.shape[2])
+    padded = np.pad(x, ((0, 0), (top, bottom), (left, right)))
+    out_h = (padded.shape[1] - kh) // sh + 1
+    out_w = (padded.shape[2] - kw) // sw + 1
+    weights = np.asarray(params.weights.floatValue, dtype=np.float32).reshape(
+        params.outputChannels, params.kernelChannels, kh, kw)
+    y = np.zeros((params.outputChannels, out_h, out_w), dtype=np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            window = padded[:, i:i + sh * (out_h - 1) + 1:sh, j:j + sw * (out_w - 1) + 1:sw]
+            y += np.tensordot(weights[:, :, i, j], window, axes=([1], [0]))
+    if params.hasBias:
+        y += np.asarray(params.bias.floatValue, dtype=np.float32)[:, None, None]
+    return y
+
+
+def pooling(x, params):
+    import numpy as np
+    average = params.type == params.AVERAGE
+    if params.type not in (params.MAX, params.AVERAGE):
+        raise ValueError("only MAX and AVERAGE pooling are supported by this checker")
+    if params.globalPooling:
+        return (x.mean if average else x.max)(axis=(1, 2), keepdims=True)
+    kh, kw = kernel_of(params)
+    sh, sw = stride_of(params)
+    top, bottom, left, right = padding(params, x.shape[1], x.shape[2])
+    if average and (top or bottom or left or right):
+        raise ValueError("padded average pooling is not supported by this checker")
+    padded = np.pad(x, ((0, 0), (top, bottom), (left, right)), constant_values=-np.inf)
+    out_h = (padded.shape[1] - kh) // sh + 1
+    out_w = (padded.shape[2] - kw) // sw + 1
+    windows = [padded[:, i:i + sh * (out_h - 1) + 1:sh, j:j + sw * (out_w - 1) + 1:sw]
+               for i in range(kh) for j in range(kw)]
+    return np.mean(windows, axis=0) if average else np.max(windows, axis=0)
+
+
+def check_coreml(path, cases_file, checks, batch):
+    import coremltools
+    import numpy as np
+    spec = coremltools.utils.load_spec(path)
+    check_coreml_structure(spec, cases_file, checks)
+    check_coreml_weights(spec, checks)
+    labels = cases_file["labels"]
+    checks.equal(softmax_width(spec), len(labels), "Core ML softmax width vs number of labels")
+    return np.stack([run_coreml(spec, image) for image in batch])
+
+
+# ---------------------------------------------------------------------------------------------
+
+def compare(what, got, cases_file, checks):
+    import numpy as np
+    labels = cases_file["labels"]
+    tolerance = cases_file["tolerance"]
+    worst = 0.0
+    for case, row in zip(cases_file["cases"], got):
+        expected = np.asarray(case["probabilities"], dtype=np.float64)
+        if not checks.equal(row.shape, expected.shape, f"{what} {case['name']}: probability count"):
+            continue
+        difference = float(np.max(np.abs(row.astype(np.float64) - expected)))
+        worst = max(worst, difference)
+        checks.expect(difference <= tolerance,
+                      f"{what} {case['name']}: probabilities differ from the expected ones by {difference:.3g} "
+                      f"(tolerance {tolerance})")
+        checks.equal(labels[int(np.argmax(row))], labels[int(np.argmax(expected))], f"{what} {case['name']}: top label")
+        checks.expect(abs(float(row.sum()) - 1) < 1e-4, f"{what} {case['name']}: probabilities sum to {row.sum()}")
+    return worst
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    require_modules()
+    import numpy as np
+
+    with open(argv[1], encoding="utf-8") as handle:
+        cases_file = json.load(handle)
+    spec = cases_file["input"]
+    shape = (spec["height"], spec["width"], spec["channels"])
+    batch = np.stack([np.asarray(case["pixels"], dtype=np.uint8).reshape(shape) for case in cases_file["cases"]])
+
+    checks = Checks()
+    onnx_probabilities = check_onnx(cases_file["onnx"], cases_file, checks, batch)
+    coreml_probabilities = check_coreml(cases_file["mlmodel"], cases_file, checks, batch)
+    onnx_worst = compare("onnxruntime", onnx_probabilities, cases_file, checks)
+    coreml_worst = compare("Core ML (numpy)", coreml_probabilities, cases_file, checks)
+    between = float(np.max(np.abs(onnx_probabilities - coreml_probabilities)))
+
+    print(f"cases: {len(cases_file['cases'])}, classes: {len(cases_file['labels'])}, checks: {checks.count}")
+    print(f"max |p - expected|: onnxruntime {onnx_worst:.3g}, Core ML numpy {coreml_worst:.3g}; "
+          f"between the two files {between:.3g}")
+    if checks.failures:
+        print(f"{len(checks.failures)} check(s) FAILED")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
