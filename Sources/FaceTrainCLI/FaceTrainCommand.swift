@@ -36,7 +36,7 @@ extension Command {
 @main
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
-        [DataCheck.self, Fit.self, Eval.self]
+        [DataCheck.self, Fit.self, Eval.self, Verify.self, ListVersions.self, Publish.self, Rollback.self] + TestHooks.commands
     }
 
     static func main() {

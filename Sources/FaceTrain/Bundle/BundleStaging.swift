@@ -52,8 +52,9 @@ public final class BundleStaging {
     public init(modelsDirectory: URL) throws {
         let repository = ModelRepository(directory: modelsDirectory)
         let reservation = try repository.withLock { () throws -> (Int, URL, URL, FileLock) in
-            try repository.removeStaleEntries()
+            // Count dead reservations too, then clear them: numbers are never handed out twice.
             let version = try repository.nextVersion()
+            try repository.removeStaleEntries()
             try repository.recordAllocated(version)
             let token = "\(ModelRepository.stagingPrefix)\(version)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
             let lockURL = modelsDirectory.appendingPathComponent(token + ".lock")

@@ -53,8 +53,12 @@ public enum JSONValue: Codable, Sendable, Equatable {
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
-    ExpressibleByBooleanLiteral
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
     public init(stringLiteral value: String) { self = .string(value) }
     public init(integerLiteral value: Int) { self = .integer(value) }
     public init(floatLiteral value: Double) { self = .number(value) }

@@ -1,0 +1,78 @@
+import FaceTrain
+import Foundation
+
+/// `facetrain publish`: the evaluation gate, then an atomic switch of models/latest.json.
+struct Publish: Command {
+    static let name = "publish"
+    static let abstract = "Gate a verified bundle on its metrics and make it the published (latest) version."
+    static let arguments = "<bundle>"
+    static var options: [OptionSpec] {
+        [
+            .option("models", "dir", "Models directory, when <bundle> is a bare version number.", default: "models"),
+            .option("min-accuracy", "x", "Refuse below this user_accuracy."),
+            .option("max-false-accept", "y", "Refuse above this false-accept rate (larger of unknown_far, nonface_far)."),
+            .option("allow-regression", "z", "Refuse when mean recall on the users both versions know drops by more.",
+                    default: String(PublishGate.defaultAllowedRegression)),
+            .option("base-url", "url", "Prefix for the model URL in latest.json (default: relative '<version>/FaceClassifier.mlmodel')."),
+            .flag("force", "Publish even when the metric gate refuses (verification is never skipped)."),
+        ]
+    }
+    let bundle: String
+    let models: URL
+    let gate: PublishGate
+    let baseURL: String?
+    let force: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 1)
+        guard let bundle = arguments.positionals.first else { throw UsageError(message: "Missing expected argument '<bundle>'") }
+        self.bundle = bundle
+        models = URL(fileURLWithPath: arguments.string("models") ?? "models")
+        let regression: Double = try arguments.value("allow-regression") ?? PublishGate.defaultAllowedRegression
+        gate = PublishGate(
+            minimumUserAccuracy: try arguments.value("min-accuracy"),
+            maximumFalseAcceptRate: try arguments.value("max-false-accept"),
+            allowedRegression: regression)
+        for (name, value) in [("min-accuracy", gate.minimumUserAccuracy), ("max-false-accept", gate.maximumFalseAcceptRate),
+                              ("allow-regression", gate.allowedRegression)] {
+            if let value, !(0...1).contains(value) { throw UsageError(message: "'--\(name)' must be between 0 and 1") }
+        }
+        baseURL = arguments.string("base-url")
+        force = arguments.flag("force")
+    }
+
+    func run() throws -> ExitCode {
+        let (repository, version) = try BundleArgument.resolve(bundle, models: models)
+        do {
+            let outcome = try repository.publish(
+                version: version, gate: gate, force: force, baseURL: baseURL,
+                beforeRename: { TestHooks.pause(at: "pointer-written") })
+            for skipped in outcome.skipped {
+                printError("WARNING: --force: published DESPITE the gate: \(skipped)")
+            }
+            for note in outcome.notes { printError("note: \(note)") }
+            if outcome.unchanged {
+                print("version \(version) is already published; latest.json unchanged")
+            } else {
+                print("published version \(version): \(repository.directory.path)/\(ModelRepository.pointerName) -> "
+                    + "\(outcome.pointer.url) (sha256 \(outcome.pointer.sha256))")
+            }
+            return .success
+        } catch let refusal as PublishRefused {
+            let hint = refusal.forceable ? " (--force overrides the metric gate)" : ""
+            printError("refused: " + refusal.description.replacingOccurrences(of: "\n", with: " ") + hint)
+            return .refused
+        }
+    }
+}
+
+/// "models/7", "7" or "models/latest" → the models directory and the version number.
+enum BundleArgument {
+    static func resolve(_ argument: String, models: URL) throws -> (ModelRepository, Int) {
+        let url = try ModelRepository.locateBundle(argument, modelsDirectory: models)
+        guard let version = ModelRepository.parseVersion(url.lastPathComponent) else {
+            throw UsageError(message: "'\(argument)' is not a version directory such as models/7")
+        }
+        return (ModelRepository(directory: url.deletingLastPathComponent()), version)
+    }
+}

@@ -1,0 +1,67 @@
+import FaceTrain
+import Foundation
+
+/// Test-only support, active only when FACETRAIN_TEST_COMMANDS=1: a hidden subcommand that
+/// writes a small bundle, and pauses at named points (FACETRAIN_TEST_PAUSE_AT) so tests can
+/// SIGKILL the process there.
+enum TestHooks {
+    static var enabled: Bool { ProcessInfo.processInfo.environment["FACETRAIN_TEST_COMMANDS"] == "1" }
+
+    /// Hidden subcommands, registered only in test runs.
+    static var commands: [any Command.Type] { enabled ? [TestWriteBundle.self] : [] }
+
+    /// Announces "paused at <point>" on stderr and sleeps until killed, when asked to.
+    static func pause(at point: String) {
+        guard enabled, ProcessInfo.processInfo.environment["FACETRAIN_TEST_PAUSE_AT"] == point else { return }
+        FileHandle.standardError.write(Data("paused at \(point)\n".utf8))
+        while true { sleep(60) }
+    }
+}
+
+/// `facetrain _test-write-bundle`: publishes a ref-small bundle with seeded random weights.
+struct TestWriteBundle: Command {
+    static let name = "_test-write-bundle"
+    static let abstract = "(tests only) Write a bundle with seeded random weights."
+    static var options: [OptionSpec] {
+        [
+            .option("models", "dir", "Models directory.", default: "models"),
+            .option("seed", "n", "Weight seed.", default: "1"),
+            .option("users", "ids", "Comma-separated user ids.", default: "17,23"),
+        ]
+    }
+    let models: URL
+    let seed: UInt64
+    let users: [Int]
+
+    init(arguments: ParsedArguments) throws {
+        models = URL(fileURLWithPath: arguments.string("models") ?? "models")
+        seed = try arguments.required("seed")
+        users = (arguments.string("users") ?? "").split(separator: ",").compactMap { Int($0) }
+    }
+
+    func run() throws -> ExitCode {
+        TestHooks.pause(at: "start")
+        let staging = try BundleStaging(modelsDirectory: models)
+        staging.checkpoint = { TestHooks.pause(at: $0.rawValue) }
+        let definition = ModelDefinition.referenceSmall(classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
+        var state = seed
+        func next() -> Float {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Float(Int64(bitPattern: state >> 11) % 2000) / 1000 - 1
+        }
+        let weights = zip(definition.layerNames, definition.layers).map { name, layer in
+            LayerWeights(name: name, tensors: layer.parameterShapes.map { tensorName, shape in
+                NamedTensor(name: tensorName, tensor: Tensor(shape: shape, scalars: (0..<shape.reduce(1, *)).map { _ in next() }))
+            })
+        }
+        try staging.writeWeights(TrainedModel(definition: definition, weights: weights))
+        try staging.write(Data("{\"user_accuracy\": 0.9}\n".utf8), named: "metrics.json")
+        let manifest = Manifest(
+            version: staging.version, definition: definition,
+            users: users.map { Manifest.UserEntry(id: $0, name: "user \($0)") }, training: ["epochs": 1], seed: seed,
+            dataFingerprint: "test", gitCommit: nil)
+        let url = try staging.publishVersion(manifest: manifest)
+        print("published \(url.path)")
+        return .success
+    }
+}
