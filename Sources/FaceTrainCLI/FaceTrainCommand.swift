@@ -36,7 +36,8 @@ extension Command {
 @main
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
-        [DataCheck.self, Fit.self, Eval.self, Verify.self, ListVersions.self, Publish.self, Rollback.self] + TestHooks.commands
+        [DataCheck.self, Synth.self, Fit.self, Eval.self, Verify.self, ListVersions.self, Publish.self, Rollback.self]
+            + TestHooks.commands
     }
 
     static func main() {

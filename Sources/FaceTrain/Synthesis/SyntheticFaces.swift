@@ -1,0 +1,268 @@
+import Foundation
+
+/// One made-up enrolled person, as written to `users.json`.
+public struct SyntheticUser: Codable, Sendable, Equatable {
+    public let id: Int
+    public let name: String
+    public let position: String
+}
+
+/// One crop of a synthetic data set: its class label, whose photo it is, and where it is written.
+public struct SyntheticSample: Sendable, Equatable {
+    /// 1 = not a face, 2 = unknown person, 3… = user id.
+    public let label: Int
+    /// Index of the person within their class (user index, stranger index), or of the non-face.
+    public let identity: Int
+    /// Index of the photo of that person (0 for non-faces).
+    public let photo: Int
+    /// Path relative to the output folder, e.g. `3/7.jpg`, `2/12_3.jpg` (stranger 12, photo 3), `1/40.jpg`.
+    public let relativePath: String
+}
+
+/// What `SyntheticFaces.generate` wrote.
+public struct SynthesisSummary: Sendable {
+    public let outputDirectory: URL
+    public let users: [SyntheticUser]
+    /// Number of crops per class label.
+    public let imageCounts: [Int: Int]
+    /// Files already in the output folder that this run neither wrote nor removed (only with replacing allowed).
+    public let leftoverFiles: [String]
+    /// Wall-clock time of the whole run.
+    public let seconds: Double
+
+    /// Crops written in total.
+    public var imageCount: Int { imageCounts.values.reduce(0, +) }
+}
+
+/// Deterministic synthetic face crops for demos and tests: per-user folders of one made-up person each, a
+/// class of strangers and a class of non-faces, in the layout `facetrain` trains from.
+///
+/// Every crop is rendered from its own random stream derived from (seed, class, person, photo), so a run is
+/// byte-identical whatever the thread count, and a larger run extends a smaller one with the same seed.
+public enum SyntheticFaces {
+    /// Label of the "not a face" class.
+    public static let nonFaceLabel = 1
+    /// Label of the "unknown person" class.
+    public static let unknownPersonLabel = 2
+    /// Label of the first user; user labels are consecutive from here.
+    public static let firstUserID = 3
+    /// Name of the user list in the output folder.
+    public static let usersFileName = "users.json"
+
+    /// Random streams, one per kind of draw, so that changing one count never shifts another stream.
+    enum Stream: UInt64 {
+        case userIdentity = 1, unknownIdentity, userPhoto, unknownPhoto, nonFace, userName
+    }
+
+    /// The users of a data set: ids from `firstUserID`, distinct names while the name lists last.
+    public static func users(count: Int, seed: UInt64) -> [SyntheticUser] {
+        var taken = Set<String>()
+        return (0..<max(0, count)).map { index in
+            var random = SynthesisRandom(seed: seed, stream: Stream.userName.rawValue, indices: index)
+            var name = ""
+            for attempt in 0..<64 {
+                name = random.element(of: PeopleNames.firstNames) + " " + random.element(of: PeopleNames.lastNames)
+                if !taken.contains(name) { break }
+                if attempt == 63 { name += " \(index + 1)" }
+            }
+            taken.insert(name)
+            return SyntheticUser(id: firstUserID + index, name: name, position: random.element(of: PeopleNames.positions))
+        }
+    }
+
+    /// Every crop of a configuration, users first, then strangers, then non-faces.
+    public static func samples(for configuration: SynthesisConfiguration) -> [SyntheticSample] {
+        var samples: [SyntheticSample] = []
+        for user in 0..<max(0, configuration.userCount) {
+            let label = firstUserID + user
+            for photo in 0..<max(0, configuration.imagesPerUser) {
+                samples.append(SyntheticSample(label: label, identity: user, photo: photo,
+                                               relativePath: "\(label)/\(photo + 1).jpg"))
+            }
+        }
+        for stranger in 0..<max(0, configuration.unknownIdentityCount) {
+            for photo in 0..<max(0, configuration.imagesPerUnknownIdentity) {
+                samples.append(SyntheticSample(label: unknownPersonLabel, identity: stranger, photo: photo,
+                                               relativePath: "\(unknownPersonLabel)/\(stranger + 1)_\(photo + 1).jpg"))
+            }
+        }
+        for index in 0..<max(0, configuration.nonFaceCount) {
+            samples.append(SyntheticSample(label: nonFaceLabel, identity: index, photo: 0,
+                                           relativePath: "\(nonFaceLabel)/\(index + 1).jpg"))
+        }
+        return samples
+    }
+
+    /// The crop of one sample as `size`×`size` interleaved 8-bit RGB, and the JPEG quality its camera uses.
+    public static func render(_ sample: SyntheticSample, seed: UInt64, size: Int) -> (rgb: [UInt8], jpegQuality: Int) {
+        if sample.label == nonFaceLabel {
+            var random = SynthesisRandom(seed: seed, stream: Stream.nonFace.rawValue, indices: sample.identity)
+            return NonFaceRenderer.render(size: size, random: &random)
+        }
+        let isUser = sample.label != unknownPersonLabel
+        var identityRandom = SynthesisRandom(
+            seed: seed, stream: (isUser ? Stream.userIdentity : .unknownIdentity).rawValue, indices: sample.identity)
+        let identity = FaceIdentity(using: &identityRandom)
+        var photoRandom = SynthesisRandom(
+            seed: seed, stream: (isUser ? Stream.userPhoto : .unknownPhoto).rawValue, indices: sample.identity,
+            sample.photo)
+        let conditions = PhotoConditions(using: &photoRandom)
+        let pixels = FaceRenderer.render(identity: identity, conditions: conditions, size: size, random: &photoRandom)
+        return (pixels, conditions.camera.jpegQuality)
+    }
+
+    /// Renders every crop of `configuration` in parallel and writes the data set.
+    ///
+    /// A new or empty output folder is filled in a hidden sibling folder and renamed into place at the end, so
+    /// an interrupted run leaves nothing half-written behind. A non-empty folder is refused unless
+    /// `replaceExisting` is set; then each generated file is replaced atomically and other files are kept and
+    /// reported in `SynthesisSummary.leftoverFiles`.
+    public static func generate(configuration: SynthesisConfiguration) throws -> SynthesisSummary {
+        let start = Date()
+        try configuration.validate()
+        let output = configuration.outputDirectory.standardizedFileURL
+        let fileManager = FileManager.default
+        var isDirectory: ObjCBool = false
+        let exists = fileManager.fileExists(atPath: output.path, isDirectory: &isDirectory)
+        if exists && !isDirectory.boolValue { throw SynthesisError.outputIsNotDirectory(path: output.path) }
+        var isEmpty = true
+        if exists {
+            do {
+                isEmpty = try fileManager.contentsOfDirectory(atPath: output.path).isEmpty
+            } catch {
+                throw SynthesisError.cannotWrite(path: output.path, reason: Self.reason(error))
+            }
+        }
+        if !isEmpty && !configuration.replaceExisting { throw SynthesisError.outputNotEmpty(path: output.path) }
+
+        let staging = isEmpty ? try makeStagingDirectory(for: output) : output
+        do {
+            try write(configuration, into: staging)
+            if isEmpty {
+                if exists { try? fileManager.removeItem(at: output) }
+                do {
+                    try fileManager.moveItem(at: staging, to: output)
+                } catch {
+                    throw SynthesisError.cannotWrite(path: output.path, reason: Self.reason(error))
+                }
+            }
+        } catch {
+            if isEmpty { try? fileManager.removeItem(at: staging) }
+            throw error
+        }
+
+        var counts: [Int: Int] = [:]
+        let samples = samples(for: configuration)
+        for sample in samples { counts[sample.label, default: 0] += 1 }
+        let leftovers = isEmpty ? [] : leftoverFiles(in: output, expected: Set(samples.map(\.relativePath)))
+        return SynthesisSummary(outputDirectory: output, users: users(count: configuration.userCount,
+                                                                      seed: configuration.seed),
+                                imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
+    }
+
+    /// A new hidden folder beside `output`, creating `output`'s parents when needed.
+    private static func makeStagingDirectory(for output: URL) throws -> URL {
+        let parent = output.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
+        } catch {
+            throw SynthesisError.cannotCreateDirectory(path: parent.path, reason: Self.reason(error))
+        }
+        let staging = parent.appendingPathComponent(
+            ".\(output.lastPathComponent).partial-\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))")
+        do {
+            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
+        } catch {
+            throw SynthesisError.cannotCreateDirectory(path: staging.path, reason: Self.reason(error))
+        }
+        return staging
+    }
+
+    /// Writes the class folders, every crop (in parallel) and `users.json` into `directory`.
+    private static func write(_ configuration: SynthesisConfiguration, into directory: URL) throws {
+        let samples = samples(for: configuration)
+        for label in Set(samples.map(\.label)).sorted() {
+            let folder = directory.appendingPathComponent(String(label))
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            } catch {
+                throw SynthesisError.cannotCreateDirectory(path: folder.path, reason: Self.reason(error))
+            }
+        }
+        let failures = FailureList()
+        let seed = configuration.seed, size = configuration.imageSize
+        DispatchQueue.concurrentPerform(iterations: samples.count) { index in
+            let sample = samples[index]
+            let file = directory.appendingPathComponent(sample.relativePath)
+            let (pixels, quality) = render(sample, seed: seed, size: size)
+            let data: Data
+            do {
+                data = try JPEGWriter.encode(rgb: pixels, width: size, height: size, quality: quality)
+            } catch {
+                failures.record(index, .encodingFailed(path: file.path, reason: "\(error)"))
+                return
+            }
+            do {
+                try data.write(to: file, options: .atomic)
+            } catch {
+                failures.record(index, .cannotWrite(path: file.path, reason: Self.reason(error)))
+            }
+        }
+        if let failure = failures.first { throw failure }
+
+        // Written last, so a folder with users.json is a finished data set.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let usersFile = directory.appendingPathComponent(usersFileName)
+        do {
+            var json = try encoder.encode(users(count: configuration.userCount, seed: configuration.seed))
+            json.append(0x0A)
+            try json.write(to: usersFile, options: .atomic)
+        } catch {
+            throw SynthesisError.cannotWrite(path: usersFile.path, reason: Self.reason(error))
+        }
+    }
+
+    /// Regular files under `directory` that are neither a generated crop nor `users.json`, sorted.
+    private static func leftoverFiles(in directory: URL, expected: Set<String>) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory.path) else { return [] }
+        var leftovers: [String] = []
+        while let path = enumerator.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            let full = directory.appendingPathComponent(path).path
+            guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                continue
+            }
+            if path != usersFileName && !expected.contains(path) { leftovers.append(path) }
+        }
+        return leftovers.sorted()
+    }
+
+    /// The most readable text of a file-system error (the POSIX reason when there is one).
+    private static func reason(_ error: Error) -> String {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
+        return nsError.localizedDescription
+    }
+}
+
+/// Errors raised on worker threads, kept by sample index so the reported one does not depend on scheduling.
+private final class FailureList: @unchecked Sendable {
+    private let lock = NSLock()
+    private var failures: [(Int, SynthesisError)] = []
+
+    func record(_ index: Int, _ error: SynthesisError) {
+        lock.lock()
+        failures.append((index, error))
+        lock.unlock()
+    }
+
+    var first: SynthesisError? {
+        lock.lock()
+        defer { lock.unlock() }
+        return failures.min { $0.0 < $1.0 }?.1
+    }
+}
