@@ -153,13 +153,8 @@ struct ImageDecoderErrorTests {
         // SOF stores 16-bit sizes and libjpeg caps them at 65500, so 65500 x 65500 (4.3 gigapixels) is the
         // largest a JPEG can claim. Were the pixels decoded first, this 64 x 64 stream would fail as corrupt.
         let data = Fixtures.patchingFrameSize(of: Fixtures.jpeg(colour), width: 65500, height: 65500)
-        let clock = ContinuousClock()
-        var error: ImageError?
-        let elapsed = clock.measure {
-            error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: data, name: "bomb.jpg") }
-        }
+        let error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(data: data, name: "bomb.jpg") }
         #expect(error == .tooLarge(file: "bomb.jpg", width: 65500, height: 65500, maximumPixelCount: 50_000_000))
-        #expect(elapsed < .milliseconds(100))
         let text = error?.description ?? ""
         #expect(text.contains("bomb.jpg") && text.contains("65500 x 65500") && text.contains("50.0 megapixels"))
     }
