@@ -2,8 +2,6 @@ import Foundation
 
 /// Points inside the staging writer where tests (and only tests) pause a process to kill it.
 public enum StagingCheckpoint: String, CaseIterable, Sendable {
-    /// The version is reserved and the staging directory exists.
-    case reserved
     /// A file (or weights.h5) was written.
     case fileWritten = "file-written"
     /// manifest.json and SHA256SUMS are written, not yet synced or verified.
@@ -89,7 +87,6 @@ public final class BundleStaging {
         try ensureOpen()
         let url = directory.appendingPathComponent(BundleVerifier.weightsName)
         try WeightsFile.write(model, to: url)
-        try FileSystem.sync(url)
         checkpoint?(.fileWritten)
     }
 

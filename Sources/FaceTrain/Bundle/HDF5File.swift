@@ -52,6 +52,35 @@ final class HDF5File {
         return HDF5File(path: path, identifier: identifier)
     }
 
+    /// Creates a file that lives only in memory; `image()` returns its bytes.
+    ///
+    /// Writers build the file in memory and write the bytes themselves, so a full disk is an
+    /// ordinary write error rather than a failure inside libhdf5 (which then crashes at exit
+    /// trying to close the file again).
+    static func createInMemory() throws -> HDF5File {
+        let name = "facetrain-memory-\(UUID().uuidString).h5"
+        let creation = H5Pcreate(chdf5_file_create())
+        defer { H5Pclose(creation) }
+        try check(H5Pset_obj_track_times(creation, false), "set no time tracking on", name)
+        let access = H5Pcreate(chdf5_file_access())
+        defer { H5Pclose(access) }
+        try check(H5Pset_fapl_core(access, 1 << 16, false), "set the in-memory driver on", name)
+        let identifier = H5Fcreate(name, chdf5_file_exclusive(), creation, access)
+        guard identifier >= 0 else { throw failure("create file", name) }
+        return HDF5File(path: name, identifier: identifier)
+    }
+
+    /// The bytes of the file as it would be on disk (flushed first).
+    func image() throws -> Data {
+        try HDF5File.check(H5Fflush(identifier, H5F_SCOPE_GLOBAL), "flush", path)
+        let size = H5Fget_file_image(identifier, nil, 0)
+        guard size >= 0 else { throw HDF5File.failure("read the image of", path) }
+        var data = Data(count: size)
+        let copied = data.withUnsafeMutableBytes { H5Fget_file_image(identifier, $0.baseAddress, size) }
+        guard copied == size else { throw HDF5File.failure("read the image of", path) }
+        return data
+    }
+
     /// Opens an existing file read-only.
     static func open(at path: String) throws -> HDF5File {
         guard H5Fis_hdf5(path) > 0 else {
@@ -85,7 +114,9 @@ final class HDF5File {
             return 0
         }, pointer)
         H5Eclear2(chdf5_error_default())
-        return Failure(operation: operation, object: object, detail: messages.lines.prefix(3).joined(separator: "; "))
+        // The innermost messages carry the cause (errno and its text); keep the outermost for context.
+        let lines = messages.lines.count > 3 ? [messages.lines[0]] + messages.lines.suffix(2) : messages.lines
+        return Failure(operation: operation, object: object, detail: lines.joined(separator: "; "))
     }
 
     /// An open group (the file's root group included).

@@ -17,13 +17,18 @@ public enum WeightsFile {
     /// Written into the `format_version` attribute; readers refuse newer files.
     public static let formatVersion: Int32 = 1
 
-    /// Writes `model` to a new file at `url` (which must not exist).
+    /// Writes `model` to a new file at `url` (which must not exist), fsynced.
     public static func write(_ model: TrainedModel, to url: URL) throws {
+        try FileSystem.writeNewFile(try encode(model, fileName: url.lastPathComponent), to: url)
+    }
+
+    /// The bytes of weights.h5 for `model`; the same model always gives the same bytes.
+    public static func encode(_ model: TrainedModel, fileName: String = "weights.h5") throws -> Data {
         let definition = model.definition
-        let tensorsByLayer = try orderedTensors(of: model, file: url.lastPathComponent)
+        let tensorsByLayer = try orderedTensors(of: model, file: fileName)
         do {
-            try HDF5File.withLibrary {
-                let file = try HDF5File.create(at: url.path)
+            return try HDF5File.withLibrary {
+                let file = try HDF5File.createInMemory()
                 let root = file.root
                 try root.writeString("format", formatName)
                 try root.writeInt32s("format_version", [formatVersion], scalar: true)
@@ -44,10 +49,12 @@ public enum WeightsFile {
                         try group.writeDataset(tensor.name, shape: tensor.tensor.shape, scalars: tensor.tensor.scalars)
                     }
                 }
+                let image = try file.image()
                 try file.close()
+                return image
             }
         } catch let failure as HDF5File.Failure {
-            throw WeightsFileError.library(file: url.path, detail: failure.description)
+            throw WeightsFileError.library(file: fileName, detail: failure.description)
         }
     }
 

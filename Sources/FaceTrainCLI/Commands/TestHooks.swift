@@ -42,6 +42,7 @@ struct TestWriteBundle: Command {
     func run() throws -> ExitCode {
         TestHooks.pause(at: "start")
         let staging = try BundleStaging(modelsDirectory: models)
+        TestHooks.pause(at: "reserved")
         staging.checkpoint = { TestHooks.pause(at: $0.rawValue) }
         let definition = ModelDefinition.referenceSmall(classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
         var state = seed
