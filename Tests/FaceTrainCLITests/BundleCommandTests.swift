@@ -27,6 +27,24 @@ struct BundleCommandTests {
         #expect(all.standardOutput.contains("\(models.path)/1: FAILED"))
     }
 
+    @Test func verifyChecksThePublishedPointer() throws {
+        let models = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: models) }
+        try BundleFixture.publish(in: models)
+        _ = try ModelRepository(directory: models).publish(version: 1, gate: PublishGate())
+        let ok = try CLIRunner.run(["verify", "--models", models.path])
+        #expect(ok.status == 0)
+        #expect(ok.standardOutput.contains("latest.json: OK (version 1)"))
+        let pointerURL = models.appendingPathComponent("latest.json")
+        let text = try String(contentsOf: pointerURL, encoding: .utf8)
+        let sha = try #require(try ModelRepository(directory: models).latestPointer()?.sha256)
+        try text.replacingOccurrences(of: sha, with: String(repeating: "0", count: 64))
+            .write(to: pointerURL, atomically: true, encoding: .utf8)
+        let bad = try CLIRunner.run(["verify", "--models", models.path])
+        #expect(bad.status == 1)
+        #expect(bad.standardOutput.contains("latest.json: FAILED"))
+    }
+
     @Test func verifyWithoutVersionsFailsAndUnknownBundleIsAnError() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
@@ -42,7 +60,8 @@ struct BundleCommandTests {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
         try BundleFixture.publish(in: models, metrics: BundleFixture.metrics(userAccuracy: 0.91))
-        try BundleFixture.publish(in: models, users: [17, 23, 31], seed: 2, metrics: BundleFixture.metrics(userAccuracy: 0.93))
+        try BundleFixture.publish(
+            in: models, users: [17, 23, 31], seed: 2, metrics: BundleFixture.metrics(userAccuracy: 0.93))
         _ = try ModelRepository(directory: models).publish(version: 1, gate: PublishGate())
         let table = try CLIRunner.run(["list", "--models", models.path])
         #expect(table.status == 0)
@@ -52,7 +71,8 @@ struct BundleCommandTests {
         #expect(lines[1].contains("0.9100") && lines[1].contains("ok") && lines[1].hasSuffix("<- latest"))
         #expect(lines[2].contains("0.9300") && lines[2].contains(" 3 ") && !lines[2].contains("latest"))
         let json = try CLIRunner.run(["list", "--models", models.path, "--json"])
-        let entries = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
         #expect(entries.map { $0["version"] as? Int } == [1, 2])
         #expect(entries.map { $0["isLatest"] as? Bool } == [true, false])
         #expect(entries[1]["users"] as? Int == 3)
@@ -63,28 +83,35 @@ struct BundleCommandTests {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
         try BundleFixture.publish(in: models, metrics: BundleFixture.metrics(recalls: ["17": 0.9, "23": 0.9]))
-        try BundleFixture.publish(in: models, seed: 2, metrics: BundleFixture.metrics(userAccuracy: 0.8, recalls: ["17": 0.5, "23": 0.9]))
+        try BundleFixture.publish(
+            in: models, seed: 2, metrics: BundleFixture.metrics(userAccuracy: 0.8, recalls: ["17": 0.5, "23": 0.9]))
         let first = try CLIRunner.run(["publish", models.appendingPathComponent("1").path])
         #expect(first.status == 0, "\(first.standardError)")
         #expect(first.standardOutput.contains("published version 1"))
         let pointerBefore = try Data(contentsOf: models.appendingPathComponent("latest.json"))
 
-        let low = try CLIRunner.run(["publish", "2", "--models", models.path, "--min-accuracy", "0.9", "--allow-regression", "0.5"])
+        let low = try CLIRunner.run([
+            "publish", "2", "--models", models.path, "--min-accuracy", "0.9", "--allow-regression", "0.5",
+        ])
         #expect(low.status == 2)
-        #expect(low.standardError == "refused: refused to publish version 2: user_accuracy 0.8 is below --min-accuracy 0.9"
-            + " (--force overrides the metric gate)\n")
+        #expect(
+            low.standardError == "refused: refused to publish version 2: user_accuracy 0.8 is below --min-accuracy 0.9"
+                + " (--force overrides the metric gate)\n")
         let worse = try CLIRunner.run(["publish", models.appendingPathComponent("2").path])
         #expect(worse.status == 2)
         #expect(worse.standardError.contains("mean recall on the 2 users both versions know fell from 0.9"))
         #expect(worse.standardError.split(separator: "\n").count == 1)
         #expect(try Data(contentsOf: models.appendingPathComponent("latest.json")) == pointerBefore)
 
-        let forced = try CLIRunner.run(["publish", models.appendingPathComponent("2").path, "--force",
-                                        "--base-url", "https://cdn.example.com/models"])
+        let forced = try CLIRunner.run([
+            "publish", models.appendingPathComponent("2").path, "--force",
+            "--base-url", "https://cdn.example.com/models",
+        ])
         #expect(forced.status == 0)
         #expect(forced.standardError.contains("WARNING: --force: published DESPITE the gate: mean recall"))
-        let pointer = try #require(try JSONSerialization.jsonObject(
-            with: Data(contentsOf: models.appendingPathComponent("latest.json"))) as? [String: Any])
+        let pointer = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: models.appendingPathComponent("latest.json"))) as? [String: Any])
         #expect(pointer["version"] as? Int == 2)
         #expect(pointer["url"] as? String == "https://cdn.example.com/models/2/FaceClassifier.mlmodel")
 

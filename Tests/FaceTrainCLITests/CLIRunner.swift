@@ -12,7 +12,8 @@ enum CLIRunner {
         let candidates = [
             Bundle.main.bundleURL.appendingPathComponent("facetrain"),
             Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("facetrain"),
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("facetrain"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+                "facetrain"),
             URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent().appendingPathComponent(".build/debug/facetrain"),
         ]
@@ -28,20 +29,25 @@ enum CLIRunner {
     }
 
     /// Runs facetrain to completion.
-    static func run(_ arguments: [String], environment extra: [String: String] = [:], in directory: URL? = nil) throws -> Result {
+    static func run(_ arguments: [String], environment extra: [String: String] = [:], in directory: URL? = nil) throws
+        -> Result
+    {
         try runProgram(binary.path, arguments, environment: extra, in: directory)
     }
 
     /// Runs any program to completion, capturing both streams through files (no pipe deadlock).
-    static func runProgram(_ path: String, _ arguments: [String], environment extra: [String: String] = [:],
-                           in directory: URL? = nil) throws -> Result {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-cli-\(UUID().uuidString)")
+    static func runProgram(
+        _ path: String, _ arguments: [String], environment extra: [String: String] = [:],
+        in directory: URL? = nil
+    ) throws -> Result {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "facetrain-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let outURL = scratch.appendingPathComponent("out")
         let errURL = scratch.appendingPathComponent("err")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
@@ -64,12 +70,13 @@ enum CLIRunner {
         let outputURL: URL
 
         init(_ arguments: [String], environment extra: [String: String]) throws {
-            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-bg-\(UUID().uuidString)")
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "facetrain-bg-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
             errorURL = scratch.appendingPathComponent("err")
             outputURL = scratch.appendingPathComponent("out")
-            FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-            FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
             process.executableURL = CLIRunner.binary
             process.arguments = arguments
             process.environment = CLIRunner.environment(extra)

@@ -9,7 +9,9 @@ struct CrashSafetyTests {
     static let testEnvironment = ["FACETRAIN_TEST_COMMANDS": "1"]
 
     /// Every version directory verifies, latest.json is byte-identical to `pointer`.
-    func expectConsistent(_ models: URL, versions expected: [Int], pointer: Data?, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expectConsistent(
+        _ models: URL, versions expected: [Int], pointer: Data?, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let repository = ModelRepository(directory: models)
         #expect(try repository.versions() == expected, sourceLocation: sourceLocation)
         for version in try repository.versions() {
@@ -28,7 +30,9 @@ struct CrashSafetyTests {
     }
 
     func stagingLeftovers(_ models: URL) throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: models.path).filter { $0.hasPrefix(".staging") || $0.contains(".tmp-") }
+        try FileManager.default.contentsOfDirectory(atPath: models.path).filter {
+            $0.hasPrefix(".staging") || $0.contains(".tmp-")
+        }
     }
 
     @Test(arguments: ["start", "reserved", "file-written", "lists-written", "ready-to-rename", "renamed"])
@@ -47,7 +51,8 @@ struct CrashSafetyTests {
         // Killed after the rename: version 2 is complete. Before: there is no version 2.
         try expectConsistent(models, versions: point == "renamed" ? [1, 2] : [1], pointer: pointer)
 
-        let next = try CLIRunner.run(["_test-write-bundle", "--models", models.path, "--seed", "6"], environment: Self.testEnvironment)
+        let next = try CLIRunner.run(
+            ["_test-write-bundle", "--models", models.path, "--seed", "6"], environment: Self.testEnvironment)
         #expect(next.status == 0, "\(next.standardError)")
         #expect(try stagingLeftovers(models).isEmpty, "stale staging not cleaned")
         let expectedNext = point == "start" ? 2 : 3  // a reserved number is never reused
@@ -62,18 +67,22 @@ struct CrashSafetyTests {
         var generator = SystemRandomNumberGenerator()
         for round in 0..<10 {
             let writer = try CLIRunner.Background(
-                ["_test-write-bundle", "--models", models.path, "--seed", String(round)], environment: Self.testEnvironment)
+                ["_test-write-bundle", "--models", models.path, "--seed", String(round)],
+                environment: Self.testEnvironment)
             Thread.sleep(forTimeInterval: Double.random(in: 0.0...0.5, using: &generator))
             writer.kill()
             let repository = ModelRepository(directory: models)
             let versions = try repository.versions()
             #expect(versions.first == 1)
             for version in versions {
-                #expect(BundleVerifier.verify(repository.bundleURL(version: version)).isValid, "round \(round), version \(version)")
+                #expect(
+                    BundleVerifier.verify(repository.bundleURL(version: version)).isValid,
+                    "round \(round), version \(version)")
             }
             #expect(FileManager.default.contents(atPath: models.appendingPathComponent("latest.json").path) == pointer)
         }
-        let last = try CLIRunner.run(["_test-write-bundle", "--models", models.path], environment: Self.testEnvironment)
+        let last = try CLIRunner.run(
+            ["_test-write-bundle", "--models", models.path], environment: Self.testEnvironment)
         #expect(last.status == 0)
         #expect(try stagingLeftovers(models).isEmpty)
         let versions = try ModelRepository(directory: models).versions()
@@ -84,8 +93,9 @@ struct CrashSafetyTests {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
         let writers = try (0..<4).map { seed in
-            try CLIRunner.Background(["_test-write-bundle", "--models", models.path, "--seed", String(seed)],
-                                     environment: Self.testEnvironment)
+            try CLIRunner.Background(
+                ["_test-write-bundle", "--models", models.path, "--seed", String(seed)],
+                environment: Self.testEnvironment)
         }
         let statuses = writers.map { $0.wait() }
         #expect(statuses == [0, 0, 0, 0], "\(writers.map(\.standardError))")
@@ -106,12 +116,14 @@ struct CrashSafetyTests {
             ["_test-write-bundle", "--models", models.path, "--seed", "1"],
             environment: Self.testEnvironment.merging(["FACETRAIN_TEST_PAUSE_AT": "file-written"]) { $1 })
         #expect(holder.waitFor("paused at file-written"))
-        let other = try CLIRunner.run(["_test-write-bundle", "--models", models.path, "--seed", "2"], environment: Self.testEnvironment)
+        let other = try CLIRunner.run(
+            ["_test-write-bundle", "--models", models.path, "--seed", "2"], environment: Self.testEnvironment)
         #expect(other.standardOutput.contains("published \(models.path)/2"))
         // The paused writer's staging area survived the other writer's cleanup.
         #expect(try stagingLeftovers(models).contains { $0.hasPrefix(".staging-1-") && !$0.hasSuffix(".lock") })
         holder.kill()
-        let third = try CLIRunner.run(["_test-write-bundle", "--models", models.path, "--seed", "3"], environment: Self.testEnvironment)
+        let third = try CLIRunner.run(
+            ["_test-write-bundle", "--models", models.path, "--seed", "3"], environment: Self.testEnvironment)
         #expect(third.standardOutput.contains("published \(models.path)/3"))
         #expect(try stagingLeftovers(models).isEmpty)
         try expectConsistent(models, versions: [2, 3], pointer: nil)
@@ -141,8 +153,9 @@ struct CrashSafetyTests {
         let pointer = try publishedBaseline(models)
         // 64 blocks of 512 bytes: smaller than weights.h5. SIGXFSZ ignored, so writes get EFBIG.
         let script = "trap '' XFSZ; ulimit -f 64; exec \"$0\" _test-write-bundle --models \"$1\""
-        let result = try CLIRunner.runProgram("/bin/sh", ["-c", script, CLIRunner.binary.path, models.path],
-                                              environment: Self.testEnvironment)
+        let result = try CLIRunner.runProgram(
+            "/bin/sh", ["-c", script, CLIRunner.binary.path, models.path],
+            environment: Self.testEnvironment)
         #expect(result.status == 1, "\(result.standardOutput)\(result.standardError)")
         #expect(result.standardError.contains("weights.h5"), "\(result.standardError)")
         #expect(result.standardError.contains("File too large"), "\(result.standardError)")
@@ -159,13 +172,15 @@ struct CrashSafetyTests {
         let mountPoint = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: mountPoint) }
         let wrapped = "mount -t tmpfs -o size=\(size) tmpfs \"$1\" || exit 99; \(script)"
-        return try CLIRunner.runProgram("/usr/bin/unshare", ["-Urm", "/bin/sh", "-c", wrapped, CLIRunner.binary.path, mountPoint.path],
-                                        environment: Self.testEnvironment)
+        return try CLIRunner.runProgram(
+            "/usr/bin/unshare", ["-Urm", "/bin/sh", "-c", wrapped, CLIRunner.binary.path, mountPoint.path],
+            environment: Self.testEnvironment)
     }
 
     @Test(.enabled(if: namespacesWork, "needs unprivileged user and mount namespaces"))
     func fullDiskFailsClearlyAndKeepsPublishedVersions() throws {
-        let result = try inSmallFileSystem("""
+        let result = try inSmallFileSystem(
+            """
             "$0" _test-write-bundle --models "$1/models" >/dev/null || exit 98
             "$0" _test-write-bundle --models "$1/models" --seed 2; echo "status=$?"
             ls -a "$1/models"; "$0" verify --models "$1/models"
@@ -180,7 +195,8 @@ struct CrashSafetyTests {
 
     @Test(.enabled(if: namespacesWork, "needs unprivileged user and mount namespaces"))
     func readOnlyModelsDirectoryFailsClearly() throws {
-        let result = try inSmallFileSystem("""
+        let result = try inSmallFileSystem(
+            """
             "$0" _test-write-bundle --models "$1/models" >/dev/null || exit 98
             mount -o remount,ro "$1" || exit 97
             "$0" _test-write-bundle --models "$1/models" --seed 2; echo "status=$?"
