@@ -29,38 +29,39 @@ public enum BundleError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .io(operation, path, code):
+        case .io(let operation, let path, let code):
             let reason = String(cString: strerror(code))
             return "could not \(operation) \(path): \(reason)\n" + BundleError.hint(forErrno: code)
-        case let .notABundle(path):
+        case .notABundle(let path):
             return "\(path) is not a model bundle: it has no manifest.json\n"
                 + "HINT: pass a version directory such as models/7, or the models directory with --models."
-        case let .verificationFailed(path, problems):
+        case .verificationFailed(let path, let problems):
             let lines = problems.map { "  \($0)" }.joined(separator: "\n")
             return "bundle \(path) failed verification:\n\(lines)\n"
                 + "HINT: a published bundle is never modified; restore it from a copy or retrain, "
                 + "and run 'facetrain verify \(path)' to check."
-        case let .invalidFileName(name, reason):
+        case .invalidFileName(let name, let reason):
             return "cannot add '\(name)' to a bundle: \(reason)"
-        case let .manifestVersionMismatch(staged, manifest):
+        case .manifestVersionMismatch(let staged, let manifest):
             return "the manifest says version \(manifest) but the staging area holds version \(staged)\n"
                 + "HINT: set manifest.version = staging.version before computing contentSHA256."
-        case let .missingWeights(path):
-            return "staging area \(path) has no weights.h5\nHINT: call writeWeights(_:) before publishVersion(manifest:)."
-        case let .stagingClosed(path):
+        case .missingWeights(let path):
+            return
+                "staging area \(path) has no weights.h5\nHINT: call writeWeights(_:) before publishVersion(manifest:)."
+        case .stagingClosed(let path):
             return "staging area \(path) was already published or discarded"
-        case let .versionNotFound(directory, reference):
+        case .versionNotFound(let directory, let reference):
             return "no model version '\(reference)' in \(directory)\n"
                 + "HINT: 'facetrain list --models \(directory)' shows the versions."
-        case let .nothingPublished(directory):
+        case .nothingPublished(let directory):
             return "nothing is published in \(directory) (no latest.json)\n"
                 + "HINT: publish a version with 'facetrain publish \(directory)/<version>', or name a version."
-        case let .unreadablePointer(path, detail):
+        case .unreadablePointer(let path, let detail):
             return "cannot read \(path): \(detail)\n"
                 + "HINT: re-point it with 'facetrain rollback <version>' or 'facetrain publish'."
-        case let .unreadableJSON(path, detail):
+        case .unreadableJSON(let path, let detail):
             return "cannot read \(path): \(detail)"
-        case let .rollbackNotEarlier(target, published):
+        case .rollbackNotEarlier(let target, let published):
             return "version \(target) is not earlier than the published version \(published)\n"
                 + "HINT: rollback moves latest back; use 'facetrain publish' to move it forward."
         }

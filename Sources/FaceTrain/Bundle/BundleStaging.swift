@@ -2,8 +2,6 @@ import Foundation
 
 /// Points inside the staging writer where tests (and only tests) pause a process to kill it.
 public enum StagingCheckpoint: String, CaseIterable, Sendable {
-    /// The version is reserved and the staging directory exists.
-    case reserved
     /// A file (or weights.h5) was written.
     case fileWritten = "file-written"
     /// manifest.json and SHA256SUMS are written, not yet synced or verified.
@@ -46,7 +44,9 @@ public final class BundleStaging {
     private var open = true
 
     /// Names `write(_:named:)` refuses: the writer creates them itself.
-    static let reservedNames: Set<String> = [BundleVerifier.manifestName, BundleVerifier.checksumsName, BundleVerifier.weightsName]
+    static let reservedNames: Set<String> = [
+        BundleVerifier.manifestName, BundleVerifier.checksumsName, BundleVerifier.weightsName,
+    ]
 
     /// Reserves the next version in `modelsDirectory` (created if missing) and its staging area.
     public init(modelsDirectory: URL) throws {
@@ -56,7 +56,9 @@ public final class BundleStaging {
             let version = try repository.nextVersion()
             try repository.removeStaleEntries()
             try repository.recordAllocated(version)
-            let token = "\(ModelRepository.stagingPrefix)\(version)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+            let token =
+                ModelRepository.stagingPrefix
+                + "\(version)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
             let lockURL = modelsDirectory.appendingPathComponent(token + ".lock")
             guard let lock = try FileLock.acquire(lockURL, create: true, exclusiveCreate: true, wait: false) else {
                 throw BundleError.io(operation: "lock", path: lockURL.path, code: EWOULDBLOCK)
@@ -79,7 +81,9 @@ public final class BundleStaging {
     /// Adds a file (metrics.json, FaceClassifier.mlmodel, model.onnx…) with the given bytes.
     public func write(_ data: Data, named name: String) throws {
         try ensureOpen()
-        if let reason = BundleStaging.nameProblem(name) { throw BundleError.invalidFileName(name: name, reason: reason) }
+        if let reason = BundleStaging.nameProblem(name) {
+            throw BundleError.invalidFileName(name: name, reason: reason)
+        }
         try FileSystem.writeNewFile(data, to: directory.appendingPathComponent(name))
         checkpoint?(.fileWritten)
     }
@@ -89,7 +93,6 @@ public final class BundleStaging {
         try ensureOpen()
         let url = directory.appendingPathComponent(BundleVerifier.weightsName)
         try WeightsFile.write(model, to: url)
-        try FileSystem.sync(url)
         checkpoint?(.fileWritten)
     }
 
@@ -102,7 +105,9 @@ public final class BundleStaging {
     @discardableResult
     public func publishVersion(manifest: Manifest) throws -> URL {
         try ensureOpen()
-        guard manifest.version == version else { throw BundleError.manifestVersionMismatch(staged: version, manifest: manifest.version) }
+        guard manifest.version == version else {
+            throw BundleError.manifestVersionMismatch(staged: version, manifest: manifest.version)
+        }
         guard FileSystem.kind(at: directory.appendingPathComponent(BundleVerifier.weightsName)) == .regular else {
             throw BundleError.missingWeights(path: directory.path)
         }
@@ -131,7 +136,9 @@ public final class BundleStaging {
         checkpoint?(.readyToRename)
 
         let target = modelsDirectory.appendingPathComponent(String(version))
-        try ModelRepository(directory: modelsDirectory).withLock { try FileSystem.renameNoReplace(directory, to: target) }
+        try ModelRepository(directory: modelsDirectory).withLock {
+            try FileSystem.renameNoReplace(directory, to: target)
+        }
         open = false
         checkpoint?(.renamed)
         try FileSystem.sync(modelsDirectory)

@@ -28,10 +28,13 @@ public enum BundleVerifier {
     /// when that is a number.
     public static func verify(_ directory: URL, expectedVersion: Int? = nil) -> BundleVerification {
         var result = BundleVerification(directory: directory, problems: [])
-        func problem(_ file: String?, _ message: String) { result.problems.append(BundleProblem(file: file, message: message)) }
+        func problem(_ file: String?, _ message: String) {
+            result.problems.append(BundleProblem(file: file, message: message))
+        }
 
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else {
             problem(nil, "\(directory.path) is not a directory")
             return result
         }
@@ -92,14 +95,16 @@ public enum BundleVerifier {
                 problem(manifestName, "has the wrong checksum or size for \(path) (the file matches SHA256SUMS)")
             } else {
                 changed.insert(path)
-                let detail = found.size == entry.size
+                let detail =
+                    found.size == entry.size
                     ? "SHA-256 is \(found.sha256), the manifest says \(entry.sha256)"
                     : "size is \(found.size) bytes, the manifest says \(entry.size)"
                 problem(path, "was modified or damaged: its \(detail)")
             }
         }
         if manifest != nil, let summed = sums[manifestName], let found = actual[manifestName], summed != found.sha256 {
-            problem(manifestName, "does not match its checksum in SHA256SUMS (manifest.json or SHA256SUMS was modified)")
+            problem(
+                manifestName, "does not match its checksum in SHA256SUMS (manifest.json or SHA256SUMS was modified)")
         }
         if !sums.isEmpty, manifest != nil, sums[manifestName] == nil {
             problem(checksumsName, "has no line for \(manifestName)")
@@ -128,7 +133,9 @@ public enum BundleVerifier {
                 if let width = try WeightsFile.outputWidth(of: weightsURL, definition: definition),
                     width != manifest.classes.count
                 {
-                    problem(weightsName, "the classifier has \(width) outputs but manifest.json lists \(manifest.classes.count) classes")
+                    problem(
+                        weightsName,
+                        "the classifier has \(width) outputs but manifest.json lists \(manifest.classes.count) classes")
                 } else {
                     result.weights = try WeightsFile.read(from: weightsURL, definition: definition)
                 }
@@ -138,19 +145,23 @@ public enum BundleVerifier {
         }
         if intact(metricsName) {
             do {
-                result.metrics = try MetricsSummary.decode(Data(contentsOf: directory.appendingPathComponent(metricsName)))
+                result.metrics = try MetricsSummary.decode(
+                    Data(contentsOf: directory.appendingPathComponent(metricsName)))
             } catch {
                 problem(metricsName, "is not valid metrics JSON: \(error)")
             }
         }
         let contentHash = try? manifest.contentSHA256
         for path in listed.keys.sorted() where intact(path) && (path.hasSuffix(".mlmodel") || path.hasSuffix(".onnx")) {
-            checkExport(path, directory: directory, labels: manifest.classes.map(\.label), contentHash: contentHash, problem: problem)
+            checkExport(
+                path, directory: directory, labels: manifest.classes.map(\.label), contentHash: contentHash,
+                problem: problem)
         }
         return result
     }
 
-    private static func collectEntries(_ directory: URL, prefix: String, into entries: inout [String: FileSystem.Kind]) {
+    private static func collectEntries(_ directory: URL, prefix: String, into entries: inout [String: FileSystem.Kind])
+    {
         guard let names = try? FileSystem.entries(of: directory) else { return }
         for name in names {
             let url = directory.appendingPathComponent(name)
@@ -208,7 +219,9 @@ public enum BundleVerifier {
     static func unsafePathReason(_ path: String) -> String? {
         if path.isEmpty { return "is empty" }
         if path.hasPrefix("/") { return "is an absolute path" }
-        if path.contains("\\") || path.contains("\0") || path.contains("\n") { return "contains a backslash or control character" }
+        if path.contains("\\") || path.contains("\0") || path.contains("\n") {
+            return "contains a backslash or control character"
+        }
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         if components.contains("..") { return "leaves the bundle through '..'" }
         if components.contains(where: { $0.isEmpty || $0 == "." }) { return "is not a normalised relative path" }
@@ -237,8 +250,10 @@ public enum BundleVerifier {
         _ manifest: Manifest, directory: URL, expectedVersion: Int?, problem: (String?, String) -> Void
     ) {
         if manifest.formatVersion > Manifest.currentFormatVersion {
-            problem(manifestName, "has format version \(manifest.formatVersion), newer than this facetrain "
-                + "understands (\(Manifest.currentFormatVersion)); HINT: upgrade facetrain")
+            problem(
+                manifestName,
+                "has format version \(manifest.formatVersion), newer than this facetrain "
+                    + "understands (\(Manifest.currentFormatVersion)); HINT: upgrade facetrain")
         }
         let expected = expectedVersion ?? Int(directory.lastPathComponent)
         if manifest.version < 1 {
@@ -258,7 +273,7 @@ public enum BundleVerifier {
         }
         let definition = manifest.definition
         if let lastLinear = definition.layers.last(where: { if case .linear = $0 { true } else { false } }),
-            case let .linear(_, outputs) = lastLinear, outputs != labels.count
+            case .linear(_, let outputs) = lastLinear, outputs != labels.count
         {
             problem(manifestName, "its last linear layer has \(outputs) outputs but it lists \(labels.count) classes")
         }

@@ -70,7 +70,7 @@ public enum ExportInspector {
 
         func messages(_ number: UInt64) -> [[UInt8]] {
             entries.compactMap { entry in
-                guard entry.number == number, case let .bytes(bytes) = entry.value else { return nil }
+                guard entry.number == number, case .bytes(let bytes) = entry.value else { return nil }
                 return bytes
             }
         }
@@ -84,9 +84,9 @@ public enum ExportInspector {
             var result: [Int64] = []
             for entry in entries where entry.number == number {
                 switch entry.value {
-                case let .integer(value):
+                case .integer(let value):
                     result.append(Int64(bitPattern: value))
-                case let .bytes(bytes):
+                case .bytes(let bytes):
                     var offset = 0
                     while offset < bytes.count, let value = try? ExportInspector.varint(bytes, &offset) {
                         result.append(Int64(bitPattern: value))

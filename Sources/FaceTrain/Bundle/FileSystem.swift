@@ -28,7 +28,9 @@ enum FileSystem {
                 throw BundleError.io(operation: "create directory", path: path, code: errno)
             }
         }
-        guard kind(at: url) == .directory else { throw BundleError.io(operation: "create directory", path: url.path, code: ENOTDIR) }
+        guard kind(at: url) == .directory else {
+            throw BundleError.io(operation: "create directory", path: url.path, code: ENOTDIR)
+        }
     }
 
     /// Writes `data` to a file that must not exist yet, fsyncs and closes it.
@@ -74,7 +76,8 @@ enum FileSystem {
     /// kernel and file system have it; otherwise a check first, which callers make safe by
     /// holding the models lock).
     static func renameNoReplace(_ source: URL, to target: URL) throws {
-        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32
+        typealias RenameAt2 =
+            @convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32
         if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") {
             let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
             let noReplace: UInt32 = 1

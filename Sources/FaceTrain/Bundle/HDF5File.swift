@@ -52,6 +52,35 @@ final class HDF5File {
         return HDF5File(path: path, identifier: identifier)
     }
 
+    /// Creates a file that lives only in memory; `image()` returns its bytes.
+    ///
+    /// Writers build the file in memory and write the bytes themselves, so a full disk is an
+    /// ordinary write error rather than a failure inside libhdf5 (which then crashes at exit
+    /// trying to close the file again).
+    static func createInMemory() throws -> HDF5File {
+        let name = "facetrain-memory-\(UUID().uuidString).h5"
+        let creation = H5Pcreate(chdf5_file_create())
+        defer { H5Pclose(creation) }
+        try check(H5Pset_obj_track_times(creation, false), "set no time tracking on", name)
+        let access = H5Pcreate(chdf5_file_access())
+        defer { H5Pclose(access) }
+        try check(H5Pset_fapl_core(access, 1 << 16, false), "set the in-memory driver on", name)
+        let identifier = H5Fcreate(name, chdf5_file_exclusive(), creation, access)
+        guard identifier >= 0 else { throw failure("create file", name) }
+        return HDF5File(path: name, identifier: identifier)
+    }
+
+    /// The bytes of the file as it would be on disk (flushed first).
+    func image() throws -> Data {
+        try HDF5File.check(H5Fflush(identifier, H5F_SCOPE_GLOBAL), "flush", path)
+        let size = H5Fget_file_image(identifier, nil, 0)
+        guard size >= 0 else { throw HDF5File.failure("read the image of", path) }
+        var data = Data(count: size)
+        let copied = data.withUnsafeMutableBytes { H5Fget_file_image(identifier, $0.baseAddress, size) }
+        guard copied == size else { throw HDF5File.failure("read the image of", path) }
+        return data
+    }
+
     /// Opens an existing file read-only.
     static func open(at path: String) throws -> HDF5File {
         guard H5Fis_hdf5(path) > 0 else {
@@ -79,13 +108,17 @@ final class HDF5File {
         final class Messages { var lines: [String] = [] }
         let messages = Messages()
         let pointer = Unmanaged.passUnretained(messages).toOpaque()
-        H5Ewalk2(chdf5_error_default(), H5E_WALK_DOWNWARD, { _, description, client in
-            guard let description, let client, let text = description.pointee.desc else { return 0 }
-            Unmanaged<Messages>.fromOpaque(client).takeUnretainedValue().lines.append(String(cString: text))
-            return 0
-        }, pointer)
+        H5Ewalk2(
+            chdf5_error_default(), H5E_WALK_DOWNWARD,
+            { _, description, client in
+                guard let description, let client, let text = description.pointee.desc else { return 0 }
+                Unmanaged<Messages>.fromOpaque(client).takeUnretainedValue().lines.append(String(cString: text))
+                return 0
+            }, pointer)
         H5Eclear2(chdf5_error_default())
-        return Failure(operation: operation, object: object, detail: messages.lines.prefix(3).joined(separator: "; "))
+        // The innermost messages carry the cause (errno and its text); keep the outermost for context.
+        let lines = messages.lines.count > 3 ? [messages.lines[0]] + messages.lines.suffix(2) : messages.lines
+        return Failure(operation: operation, object: object, detail: lines.joined(separator: "; "))
     }
 
     /// An open group (the file's root group included).
@@ -131,10 +164,12 @@ final class HDF5File {
             try HDF5File.check(H5Gget_info(identifier, &info), "list", path)
             var names: [String] = []
             for index in 0..<info.nlinks {
-                let length = H5Lget_name_by_idx(identifier, ".", H5_INDEX_NAME, H5_ITER_INC, index, nil, 0, chdf5_default())
+                let length = H5Lget_name_by_idx(
+                    identifier, ".", H5_INDEX_NAME, H5_ITER_INC, index, nil, 0, chdf5_default())
                 guard length >= 0 else { throw HDF5File.failure("list", path) }
                 var buffer = [CChar](repeating: 0, count: Int(length) + 1)
-                H5Lget_name_by_idx(identifier, ".", H5_INDEX_NAME, H5_ITER_INC, index, &buffer, Int(length) + 1, chdf5_default())
+                H5Lget_name_by_idx(
+                    identifier, ".", H5_INDEX_NAME, H5_ITER_INC, index, &buffer, Int(length) + 1, chdf5_default())
                 names.append(String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self))
             }
             return names
@@ -152,7 +187,8 @@ final class HDF5File {
             let creation = H5Pcreate(chdf5_dataset_create())
             defer { H5Pclose(creation) }
             try HDF5File.check(H5Pset_obj_track_times(creation, false), "set no time tracking on", object)
-            let dataset = H5Dcreate2(identifier, name, chdf5_ieee_f32le(), space, chdf5_default(), creation, chdf5_default())
+            let dataset = H5Dcreate2(
+                identifier, name, chdf5_ieee_f32le(), space, chdf5_default(), creation, chdf5_default())
             guard dataset >= 0 else { throw HDF5File.failure("create dataset", object) }
             defer { H5Dclose(dataset) }
             let status = scalars.withUnsafeBufferPointer {
@@ -170,7 +206,8 @@ final class HDF5File {
             let type = H5Dget_type(dataset)
             defer { H5Tclose(type) }
             guard H5Tget_class(type) == H5T_FLOAT else {
-                throw Failure(operation: "read dataset", object: object, detail: "it does not hold floating-point numbers")
+                throw Failure(
+                    operation: "read dataset", object: object, detail: "it does not hold floating-point numbers")
             }
             let space = H5Dget_space(dataset)
             defer { H5Sclose(space) }

@@ -32,12 +32,12 @@ public enum JSONValue: Codable, Sendable, Equatable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
-        case let .string(value): try container.encode(value)
-        case let .integer(value): try container.encode(value)
-        case let .number(value): try container.encode(value)
-        case let .bool(value): try container.encode(value)
-        case let .array(value): try container.encode(value)
-        case let .object(value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
         case .null: try container.encodeNil()
         }
     }
@@ -45,8 +45,8 @@ public enum JSONValue: Codable, Sendable, Equatable {
     /// The number, for `.integer` and `.number`.
     public var doubleValue: Double? {
         switch self {
-        case let .integer(value): Double(value)
-        case let .number(value): value
+        case .integer(let value): Double(value)
+        case .number(let value): value
         default: nil
         }
     }

@@ -151,7 +151,9 @@ public struct Manifest: Codable, Sendable, Equatable {
         }
         self.users = users
         self.input = definition.input
-        self.architecture = zip(definition.layerNames, definition.layers).map { ArchitectureLayer(name: $0, specification: $1) }
+        self.architecture = zip(definition.layerNames, definition.layers).map {
+            ArchitectureLayer(name: $0, specification: $1)
+        }
         self.training = training
         self.seed = seed
         self.dataFingerprint = dataFingerprint
@@ -230,19 +232,20 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// One readable line for a layer.
     public static func summary(of layer: LayerSpecification) -> String {
         switch layer {
-        case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
-            "Conv2D \(inputChannels)->\(outputChannels), kernel \(kernelSize)x\(kernelSize), stride \(stride), padding \(padding)"
-        case let .batchNorm2D(channels, epsilon, momentum):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+            "Conv2D \(inputChannels)->\(outputChannels), kernel \(kernelSize)x\(kernelSize), "
+                + "stride \(stride), padding \(padding)"
+        case .batchNorm2D(let channels, let epsilon, let momentum):
             "BatchNorm2D \(channels) channels, epsilon \(epsilon), momentum \(momentum)"
         case .relu:
             "ReLU"
-        case let .maxPool2D(size, stride):
+        case .maxPool2D(let size, let stride):
             "MaxPool2D \(size)x\(size), stride \(stride)"
         case .globalAveragePool:
             "GlobalAveragePool"
-        case let .linear(inputFeatures, outputFeatures):
+        case .linear(let inputFeatures, let outputFeatures):
             "Linear (fully connected) \(inputFeatures)->\(outputFeatures)"
-        case let .dropout(rate):
+        case .dropout(let rate):
             "Dropout rate \(rate)"
         }
     }

@@ -56,7 +56,9 @@ public struct ModelRepository: Sendable {
     /// The bundle directory for "latest" (the published version) or a version number.
     public func resolve(_ reference: String) throws -> URL {
         if reference == "latest" {
-            guard let pointer = try latestPointer() else { throw BundleError.nothingPublished(modelsDirectory: directory.path) }
+            guard let pointer = try latestPointer() else {
+                throw BundleError.nothingPublished(modelsDirectory: directory.path)
+            }
             return bundleURL(version: pointer.version)
         }
         guard let version = ModelRepository.parseVersion(reference),
@@ -90,7 +92,9 @@ public struct ModelRepository: Sendable {
     /// Runs `body` holding the models lock (waits for other writers).
     func withLock<T>(_ body: () throws -> T) throws -> T {
         try FileSystem.createDirectory(directory)
-        guard let lock = try FileLock.acquire(directory.appendingPathComponent(ModelRepository.lockName), create: true, wait: true)
+        guard
+            let lock = try FileLock.acquire(
+                directory.appendingPathComponent(ModelRepository.lockName), create: true, wait: true)
         else { throw BundleError.io(operation: "lock", path: directory.path, code: EWOULDBLOCK) }
         defer { lock.release() }
         return try body()
@@ -147,7 +151,8 @@ public struct ModelRepository: Sendable {
 
     /// Records `version` as allocated, durably. Call with the models lock held.
     func recordAllocated(_ version: Int) throws {
-        try FileSystem.replaceAtomically(Data("\(version)\n".utf8), at: directory.appendingPathComponent(ModelRepository.counterName))
+        try FileSystem.replaceAtomically(
+            Data("\(version)\n".utf8), at: directory.appendingPathComponent(ModelRepository.counterName))
     }
 
     // MARK: Listing

@@ -31,8 +31,10 @@ public struct PublishGate: Sendable, Equatable {
 
     public static let defaultAllowedRegression = 0.02
 
-    public init(minimumUserAccuracy: Double? = nil, maximumFalseAcceptRate: Double? = nil,
-                allowedRegression: Double = PublishGate.defaultAllowedRegression) {
+    public init(
+        minimumUserAccuracy: Double? = nil, maximumFalseAcceptRate: Double? = nil,
+        allowedRegression: Double = PublishGate.defaultAllowedRegression
+    ) {
         self.minimumUserAccuracy = minimumUserAccuracy
         self.maximumFalseAcceptRate = maximumFalseAcceptRate
         self.allowedRegression = allowedRegression
@@ -50,7 +52,9 @@ public struct PublishGate: Sendable, Equatable {
         }
         if let minimum = minimumUserAccuracy {
             if let accuracy = candidate.userAccuracy {
-                if accuracy < minimum { refusals.append("user_accuracy \(format(accuracy)) is below --min-accuracy \(format(minimum))") }
+                if accuracy < minimum {
+                    refusals.append("user_accuracy \(format(accuracy)) is below --min-accuracy \(format(minimum))")
+                }
             } else {
                 refusals.append("metrics.json has no user_accuracy to compare with --min-accuracy")
             }
@@ -59,15 +63,19 @@ public struct PublishGate: Sendable, Equatable {
             if let worst = candidate.worstFalseAcceptRate {
                 if worst > maximum {
                     let which = worst == candidate.unknownFalseAcceptRate ? "unknown_far" : "nonface_far"
-                    refusals.append("false-accept rate \(format(worst)) (\(which)) is above --max-false-accept \(format(maximum))")
+                    refusals.append(
+                        "false-accept rate \(format(worst)) (\(which)) is above --max-false-accept \(format(maximum))")
                 }
             } else {
-                refusals.append("metrics.json has neither unknown_far nor nonface_far to compare with --max-false-accept")
+                refusals.append(
+                    "metrics.json has neither unknown_far nor nonface_far to compare with --max-false-accept")
             }
         }
         if let baselineVersion {
             if let baseline {
-                if let regression = regression(candidate: candidate, baseline: baseline, baselineVersion: baselineVersion) {
+                if let regression = regression(
+                    candidate: candidate, baseline: baseline, baselineVersion: baselineVersion)
+                {
                     refusals.append(regression)
                 } else if commonRecalls(candidate, baseline).isEmpty {
                     notes.append("no users in common with version \(baselineVersion); regression check skipped")
@@ -138,13 +146,18 @@ extension ModelRepository {
             do {
                 candidate = try ModelBundle.open(candidateURL)
             } catch let error as BundleError {
-                if case let .verificationFailed(_, problems) = error {
-                    throw PublishRefused(version: version, reasons: ["it fails verification: " + problems.map(\.description).joined(separator: "; ")], forceable: false)
+                if case .verificationFailed(_, let problems) = error {
+                    throw PublishRefused(
+                        version: version,
+                        reasons: ["it fails verification: " + problems.map(\.description).joined(separator: "; ")],
+                        forceable: false)
                 }
                 throw error
             }
             guard candidate.fileEntry(BundleVerifier.coreMLName) != nil else {
-                throw PublishRefused(version: version, reasons: ["it has no \(BundleVerifier.coreMLName) for the app to download"], forceable: false)
+                throw PublishRefused(
+                    version: version, reasons: ["it has no \(BundleVerifier.coreMLName) for the app to download"],
+                    forceable: false)
             }
             var reasons: [String] = []
             var current: LatestPointer?
@@ -155,12 +168,17 @@ extension ModelRepository {
             }
             if let current {
                 if current.version == version {
-                    return PublishOutcome(pointer: current, skipped: [], notes: ["version \(version) is already published"], unchanged: true)
+                    return PublishOutcome(
+                        pointer: current, skipped: [], notes: ["version \(version) is already published"],
+                        unchanged: true)
                 }
                 if current.version > version {
-                    throw PublishRefused(version: version, reasons: [
-                        "it is older than the published version \(current.version); use 'facetrain rollback \(version)'",
-                    ], forceable: false)
+                    throw PublishRefused(
+                        version: version,
+                        reasons: [
+                            "it is older than the published version \(current.version); "
+                                + "use 'facetrain rollback \(version)'"
+                        ], forceable: false)
                 }
             }
             var baselineMetrics: MetricsSummary?
@@ -168,7 +186,10 @@ extension ModelRepository {
                 do {
                     baselineMetrics = try ModelBundle.open(bundleURL(version: current.version)).metrics
                 } catch {
-                    reasons.append("the published version \(current.version) cannot be opened, so the regression check cannot run: \(error)")
+                    reasons.append(
+                        "the published version \(current.version) cannot be opened, so the regression check "
+                            + "cannot run: \(error)"
+                    )
                 }
             }
             let (refusals, notes) = gate.evaluate(
@@ -176,7 +197,8 @@ extension ModelRepository {
                 baselineVersion: reasons.isEmpty ? current?.version : nil)
             reasons += refusals
             if !reasons.isEmpty && !force { throw PublishRefused(version: version, reasons: reasons, forceable: true) }
-            let pointer = try makePointer(for: candidate, action: "publish", previous: current?.version, baseURL: baseURL)
+            let pointer = try makePointer(
+                for: candidate, action: "publish", previous: current?.version, baseURL: baseURL)
             try writePointer(pointer, beforeRename: beforeRename)
             return PublishOutcome(pointer: pointer, skipped: reasons, notes: notes, unchanged: false)
         }
@@ -184,16 +206,25 @@ extension ModelRepository {
 
     /// Points latest.json back at an earlier version after verifying it. No metric gate: this
     /// is the way back from a bad publish.
-    public func rollback(to version: Int, baseURL: String? = nil, beforeRename: (() -> Void)? = nil) throws -> LatestPointer {
+    public func rollback(to version: Int, baseURL: String? = nil, beforeRename: (() -> Void)? = nil) throws
+        -> LatestPointer
+    {
         try withLock {
             try removeStaleEntries()
-            guard let current = try latestPointer() else { throw BundleError.nothingPublished(modelsDirectory: directory.path) }
-            guard version < current.version else { throw BundleError.rollbackNotEarlier(target: version, published: current.version) }
+            guard let current = try latestPointer() else {
+                throw BundleError.nothingPublished(modelsDirectory: directory.path)
+            }
+            guard version < current.version else {
+                throw BundleError.rollbackNotEarlier(target: version, published: current.version)
+            }
             let bundle = try ModelBundle.open(try resolve(String(version)))
             guard bundle.fileEntry(BundleVerifier.coreMLName) != nil else {
-                throw BundleError.verificationFailed(path: bundle.directory.path, problems: [
-                    BundleProblem(file: BundleVerifier.coreMLName, message: "is missing; the app has nothing to download"),
-                ])
+                throw BundleError.verificationFailed(
+                    path: bundle.directory.path,
+                    problems: [
+                        BundleProblem(
+                            file: BundleVerifier.coreMLName, message: "is missing; the app has nothing to download")
+                    ])
             }
             let pointer = try makePointer(for: bundle, action: "rollback", previous: current.version, baseURL: baseURL)
             try writePointer(pointer, beforeRename: beforeRename)
@@ -201,7 +232,9 @@ extension ModelRepository {
         }
     }
 
-    private func makePointer(for bundle: ModelBundle, action: String, previous: Int?, baseURL: String?) throws -> LatestPointer {
+    private func makePointer(for bundle: ModelBundle, action: String, previous: Int?, baseURL: String?) throws
+        -> LatestPointer
+    {
         guard let file = bundle.fileEntry(BundleVerifier.coreMLName) else {
             throw BundleError.notABundle(path: bundle.directory.path)
         }
@@ -217,6 +250,7 @@ extension ModelRepository {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(pointer) + Data("\n".utf8)
-        try FileSystem.replaceAtomically(data, at: directory.appendingPathComponent(ModelRepository.pointerName), beforeRename: beforeRename)
+        try FileSystem.replaceAtomically(
+            data, at: directory.appendingPathComponent(ModelRepository.pointerName), beforeRename: beforeRename)
     }
 }

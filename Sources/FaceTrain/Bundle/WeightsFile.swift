@@ -17,13 +17,18 @@ public enum WeightsFile {
     /// Written into the `format_version` attribute; readers refuse newer files.
     public static let formatVersion: Int32 = 1
 
-    /// Writes `model` to a new file at `url` (which must not exist).
+    /// Writes `model` to a new file at `url` (which must not exist), fsynced.
     public static func write(_ model: TrainedModel, to url: URL) throws {
+        try FileSystem.writeNewFile(try encode(model, fileName: url.lastPathComponent), to: url)
+    }
+
+    /// The bytes of weights.h5 for `model`; the same model always gives the same bytes.
+    public static func encode(_ model: TrainedModel, fileName: String = "weights.h5") throws -> Data {
         let definition = model.definition
-        let tensorsByLayer = try orderedTensors(of: model, file: url.lastPathComponent)
+        let tensorsByLayer = try orderedTensors(of: model, file: fileName)
         do {
-            try HDF5File.withLibrary {
-                let file = try HDF5File.create(at: url.path)
+            return try HDF5File.withLibrary {
+                let file = try HDF5File.createInMemory()
                 let root = file.root
                 try root.writeString("format", formatName)
                 try root.writeInt32s("format_version", [formatVersion], scalar: true)
@@ -44,10 +49,12 @@ public enum WeightsFile {
                         try group.writeDataset(tensor.name, shape: tensor.tensor.shape, scalars: tensor.tensor.scalars)
                     }
                 }
+                let image = try file.image()
                 try file.close()
+                return image
             }
         } catch let failure as HDF5File.Failure {
-            throw WeightsFileError.library(file: url.path, detail: failure.description)
+            throw WeightsFileError.library(file: fileName, detail: failure.description)
         }
     }
 
@@ -60,7 +67,8 @@ public enum WeightsFile {
                 let file = try HDF5File.open(at: url.path)
                 let root = file.root
                 guard root.hasAttribute("format_version"), root.hasAttribute("layer_names") else {
-                    throw WeightsFileError.notWeightsFile(file: name, detail: "it has no format_version or layer_names attribute")
+                    throw WeightsFileError.notWeightsFile(
+                        file: name, detail: "it has no format_version or layer_names attribute")
                 }
                 let layerNames = try root.readStrings("layer_names")
                 guard layerNames == definition.layerNames else {
@@ -70,7 +78,9 @@ public enum WeightsFile {
                 var result: [LayerWeights] = []
                 for (index, layer) in definition.layers.enumerated() {
                     let layerName = definition.layerNames[index]
-                    guard root.contains(layerName) else { throw WeightsFileError.missingLayer(file: name, layer: layerName) }
+                    guard root.contains(layerName) else {
+                        throw WeightsFileError.missingLayer(file: name, layer: layerName)
+                    }
                     let group = try root.openGroup(layerName)
                     var tensors: [NamedTensor] = []
                     for (tensorName, shape) in layer.parameterShapes {
@@ -108,7 +118,8 @@ public enum WeightsFile {
                 }
                 let group = try file.root.openGroup(layerName)
                 guard group.contains("weight") else {
-                    throw WeightsFileError.missingTensor(file: url.lastPathComponent, layer: layerName, tensor: "weight")
+                    throw WeightsFileError.missingTensor(
+                        file: url.lastPathComponent, layer: layerName, tensor: "weight")
                 }
                 let shape = try group.readDataset("weight").shape
                 try file.close()
@@ -127,7 +138,8 @@ public enum WeightsFile {
         let byName = Dictionary(model.weights.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let known = Set(definition.layerNames)
         if let stray = model.weights.first(where: { !known.contains($0.name) && !$0.tensors.isEmpty }) {
-            throw WeightsFileError.modelMismatch(reason: "weights for '\(stray.name)', which the definition does not have")
+            throw WeightsFileError.modelMismatch(
+                reason: "weights for '\(stray.name)', which the definition does not have")
         }
         return try definition.layers.enumerated().map { index, layer in
             let layerName = definition.layerNames[index]
@@ -148,20 +160,20 @@ public enum WeightsFile {
     private static func writeLayerAttributes(_ layer: LayerSpecification, to group: HDF5File.Group) throws {
         try group.writeString("type", layer.kind)
         switch layer {
-        case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
             try group.writeInt32s("channels_in_out", [Int32(inputChannels), Int32(outputChannels)])
             try group.writeInt32s("kernel_size", [Int32(kernelSize), Int32(kernelSize)])
             try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
             try group.writeInt32s("padding", [Int32(padding), Int32(padding)])
-        case let .batchNorm2D(_, epsilon, momentum):
+        case .batchNorm2D(_, let epsilon, let momentum):
             try group.writeFloats("epsilon", [epsilon], scalar: true)
             try group.writeFloats("momentum", [momentum], scalar: true)
-        case let .maxPool2D(size, stride):
+        case .maxPool2D(let size, let stride):
             try group.writeInt32s("kernel_size", [Int32(size), Int32(size)])
             try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
-        case let .linear(inputFeatures, outputFeatures):
+        case .linear(let inputFeatures, let outputFeatures):
             try group.writeInt32s("features_in_out", [Int32(inputFeatures), Int32(outputFeatures)])
-        case let .dropout(rate):
+        case .dropout(let rate):
             try group.writeFloats("rate", [rate], scalar: true)
         case .relu, .globalAveragePool:
             break
@@ -181,20 +193,20 @@ public enum WeightsFileError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .library(file, detail):
+        case .library(let file, let detail):
             return "\(file): libhdf5 could not read or write it: \(detail)"
-        case let .notWeightsFile(file, detail):
+        case .notWeightsFile(let file, let detail):
             return "\(file) is not a facetrain weights file: \(detail)"
-        case let .architectureMismatch(file, expected, found):
+        case .architectureMismatch(let file, let expected, let found):
             return "\(file) holds layers \(found) but the manifest describes \(expected)\n"
                 + "HINT: the weights belong to another architecture; retrain or restore the matching weights.h5."
-        case let .missingLayer(file, layer):
+        case .missingLayer(let file, let layer):
             return "\(file) has no group for layer '\(layer)'"
-        case let .missingTensor(file, layer, tensor):
+        case .missingTensor(let file, let layer, let tensor):
             return "\(file) has no dataset '\(tensor)' in layer '\(layer)'"
-        case let .shapeMismatch(file, tensor, expected, found):
+        case .shapeMismatch(let file, let tensor, let expected, let found):
             return "\(file): dataset '\(tensor)' has shape \(found), expected \(expected)"
-        case let .modelMismatch(reason):
+        case .modelMismatch(let reason):
             return "the trained model does not match its definition: \(reason)"
         }
     }

@@ -10,10 +10,14 @@ struct Publish: Command {
         [
             .option("models", "dir", "Models directory, when <bundle> is a bare version number.", default: "models"),
             .option("min-accuracy", "x", "Refuse below this user_accuracy."),
-            .option("max-false-accept", "y", "Refuse above this false-accept rate (larger of unknown_far, nonface_far)."),
-            .option("allow-regression", "z", "Refuse when mean recall on the users both versions know drops by more.",
-                    default: String(PublishGate.defaultAllowedRegression)),
-            .option("base-url", "url", "Prefix for the model URL in latest.json (default: relative '<version>/FaceClassifier.mlmodel')."),
+            .option(
+                "max-false-accept", "y", "Refuse above this false-accept rate (larger of unknown_far, nonface_far)."),
+            .option(
+                "allow-regression", "z", "Refuse when mean recall on the users both versions know drops by more.",
+                default: String(PublishGate.defaultAllowedRegression)),
+            .option(
+                "base-url", "url",
+                "Prefix for the model URL in latest.json (default: relative '<version>/FaceClassifier.mlmodel')."),
             .flag("force", "Publish even when the metric gate refuses (verification is never skipped)."),
         ]
     }
@@ -25,7 +29,9 @@ struct Publish: Command {
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 1)
-        guard let bundle = arguments.positionals.first else { throw UsageError(message: "Missing expected argument '<bundle>'") }
+        guard let bundle = arguments.positionals.first else {
+            throw UsageError(message: "Missing expected argument '<bundle>'")
+        }
         self.bundle = bundle
         models = URL(fileURLWithPath: arguments.string("models") ?? "models")
         let regression: Double = try arguments.value("allow-regression") ?? PublishGate.defaultAllowedRegression
@@ -33,8 +39,10 @@ struct Publish: Command {
             minimumUserAccuracy: try arguments.value("min-accuracy"),
             maximumFalseAcceptRate: try arguments.value("max-false-accept"),
             allowedRegression: regression)
-        for (name, value) in [("min-accuracy", gate.minimumUserAccuracy), ("max-false-accept", gate.maximumFalseAcceptRate),
-                              ("allow-regression", gate.allowedRegression)] {
+        for (name, value) in [
+            ("min-accuracy", gate.minimumUserAccuracy), ("max-false-accept", gate.maximumFalseAcceptRate),
+            ("allow-regression", gate.allowedRegression),
+        ] {
             if let value, !(0...1).contains(value) { throw UsageError(message: "'--\(name)' must be between 0 and 1") }
         }
         baseURL = arguments.string("base-url")
@@ -54,8 +62,9 @@ struct Publish: Command {
             if outcome.unchanged {
                 print("version \(version) is already published; latest.json unchanged")
             } else {
-                print("published version \(version): \(repository.directory.path)/\(ModelRepository.pointerName) -> "
-                    + "\(outcome.pointer.url) (sha256 \(outcome.pointer.sha256))")
+                print(
+                    "published version \(version): \(repository.directory.path)/\(ModelRepository.pointerName) -> "
+                        + "\(outcome.pointer.url) (sha256 \(outcome.pointer.sha256))")
             }
             return .success
         } catch let refusal as PublishRefused {

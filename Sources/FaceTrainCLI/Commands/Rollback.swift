@@ -18,7 +18,9 @@ struct Rollback: Command {
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 1)
-        guard let target = arguments.positionals.first else { throw UsageError(message: "Missing expected argument '<version>'") }
+        guard let target = arguments.positionals.first else {
+            throw UsageError(message: "Missing expected argument '<version>'")
+        }
         self.target = target
         models = URL(fileURLWithPath: arguments.string("models") ?? "models")
         baseURL = arguments.string("base-url")
@@ -28,8 +30,10 @@ struct Rollback: Command {
         let (repository, version) = try BundleArgument.resolve(target, models: models)
         let pointer = try repository.rollback(
             to: version, baseURL: baseURL, beforeRename: { TestHooks.pause(at: "pointer-written") })
-        print("rolled back: latest.json -> version \(pointer.version) (was \(pointer.previousVersion.map(String.init) ?? "none")), "
-            + "\(pointer.url)")
+        print(
+            "rolled back: latest.json -> version \(pointer.version) "
+                + "(was \(pointer.previousVersion.map(String.init) ?? "none")), "
+                + "\(pointer.url)")
         return .success
     }
 }

@@ -20,14 +20,18 @@ struct Verify: Command {
     func run() throws -> ExitCode {
         var targets: [URL] = []
         var failures = 0
+        var pointerFailed = false
         if bundles.isEmpty {
             let repository = ModelRepository(directory: models)
             targets = try repository.versions().map { repository.bundleURL(version: $0) }
             guard !targets.isEmpty else {
-                printError("Error: no model versions in \(models.path)\nHINT: train one with 'facetrain fit', or pass --models.")
+                printError(
+                    "Error: no model versions in \(models.path)\n"
+                        + "HINT: train one with 'facetrain fit', or pass --models."
+                )
                 return .failure
             }
-            failures += checkPointer(repository)
+            pointerFailed = checkPointer(repository) > 0
         } else {
             targets = try bundles.map { try ModelRepository.locateBundle($0, modelsDirectory: models) }
         }
@@ -35,8 +39,10 @@ struct Verify: Command {
             let verification = BundleVerifier.verify(target)
             if verification.isValid, let manifest = verification.manifest {
                 let users = manifest.users.count
-                print("\(target.path): OK (version \(manifest.version), \(users) users, \(manifest.classes.count) classes, "
-                    + "\(manifest.files.count + 2) files)")
+                print(
+                    "\(target.path): OK (version \(manifest.version), \(users) users, "
+                        + "\(manifest.classes.count) classes, "
+                        + "\(manifest.files.count + 2) files)")
             } else {
                 failures += 1
                 print("\(target.path): FAILED")
@@ -44,10 +50,16 @@ struct Verify: Command {
             }
         }
         if failures > 0 {
-            printError("Error: \(failures) of \(targets.count) bundle(s) failed verification\n"
-                + "HINT: never edit a published version; republish from a good copy or retrain.")
-            return .failure
+            printError(
+                "Error: \(failures) of \(targets.count) bundle(s) failed verification\n"
+                    + "HINT: never edit a published version; republish from a good copy or retrain.")
         }
+        if pointerFailed {
+            printError(
+                "Error: \(ModelRepository.pointerName) does not match a verified version\n"
+                    + "HINT: re-point it with 'facetrain publish' or 'facetrain rollback'.")
+        }
+        if failures > 0 || pointerFailed { return .failure }
         return .success
     }
 
@@ -61,14 +73,21 @@ struct Verify: Command {
             print("\(ModelRepository.pointerName): FAILED\n  \(error)")
             return 1
         }
-        let manifestURL = repository.bundleURL(version: pointer.version).appendingPathComponent(BundleVerifier.manifestName)
+        let manifestURL = repository.bundleURL(version: pointer.version).appendingPathComponent(
+            BundleVerifier.manifestName)
         guard let data = try? Data(contentsOf: manifestURL), let manifest = try? Manifest.decode(data) else {
-            print("\(ModelRepository.pointerName): FAILED\n  names version \(pointer.version), which has no readable manifest")
+            print(
+                "\(ModelRepository.pointerName): FAILED\n"
+                    + "  names version \(pointer.version), which has no readable manifest"
+            )
             return 1
         }
         let coreML = manifest.files.first { $0.path == BundleVerifier.coreMLName }
         guard coreML?.sha256 == pointer.sha256 else {
-            print("\(ModelRepository.pointerName): FAILED\n  its sha256 differs from version \(pointer.version)'s \(BundleVerifier.coreMLName)")
+            print(
+                "\(ModelRepository.pointerName): FAILED\n"
+                    + "  its sha256 differs from version \(pointer.version)'s \(BundleVerifier.coreMLName)"
+            )
             return 1
         }
         print("\(ModelRepository.pointerName): OK (version \(pointer.version))")

@@ -7,16 +7,21 @@ import Foundation
 enum BundleFixture {
     /// A ref-small model at width 4 on 16x16 input with seeded random weights.
     static func model(users: [Int] = [17, 23], seed: UInt64 = 1) -> TrainedModel {
-        let definition = ModelDefinition.referenceSmall(classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
+        let definition = ModelDefinition.referenceSmall(
+            classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
         var state = seed
         func next() -> Float {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Float(Int64(bitPattern: state >> 11) % 20_000) / 10_000 - 1
         }
         let weights = zip(definition.layerNames, definition.layers).map { name, layer in
-            LayerWeights(name: name, tensors: layer.parameterShapes.map { tensorName, shape in
-                NamedTensor(name: tensorName, tensor: Tensor(shape: shape, scalars: (0..<shape.reduce(1, *)).map { _ in next() }))
-            })
+            LayerWeights(
+                name: name,
+                tensors: layer.parameterShapes.map { tensorName, shape in
+                    NamedTensor(
+                        name: tensorName,
+                        tensor: Tensor(shape: shape, scalars: (0..<shape.reduce(1, *)).map { _ in next() }))
+                })
         }
         return TrainedModel(definition: definition, weights: weights)
     }
@@ -27,7 +32,8 @@ enum BundleFixture {
 
     /// metrics.json as eval writes it.
     static func metrics(
-        userAccuracy: Double = 0.95, unknownFAR: Double = 0.02, nonfaceFAR: Double = 0.01, recalls: [String: Double] = [:]
+        userAccuracy: Double = 0.95, unknownFAR: Double = 0.02, nonfaceFAR: Double = 0.01,
+        recalls: [String: Double] = [:]
     ) -> Data {
         let perUser = recalls.sorted { $0.key < $1.key }.map {
             "\"\($0.key)\": {\"precision\": 0.9, \"recall\": \($0.value), \"support\": 10}"
@@ -73,7 +79,8 @@ enum BundleFixture {
     /// An ONNX model skeleton with the `class_labels` metadata.
     static func onnx(labels: [String]) -> Data {
         let json = "[" + labels.map { "\"\($0)\"" }.joined(separator: ",") + "]"
-        return Data(varint(1 << 3) + varint(7) + field(2, "facetrain") + field(14, field(1, "class_labels") + field(2, json)))
+        return Data(
+            varint(1 << 3) + varint(7) + field(2, "facetrain") + field(14, field(1, "class_labels") + field(2, json)))
     }
 
     /// Writes and publishes a complete bundle (weights, metrics, both exports); returns its URL.
@@ -93,7 +100,8 @@ enum BundleFixture {
             dataFingerprint: "sha256:feed", gitCommit: "abc1234", metrics: summary, acceptThreshold: 0.6,
             parentVersion: parentVersion)
         let labels = exportLabels ?? model.definition.classLabels
-        try staging.write(coreML(labels: labels, manifestSHA256: try manifest.contentSHA256), named: "FaceClassifier.mlmodel")
+        try staging.write(
+            coreML(labels: labels, manifestSHA256: try manifest.contentSHA256), named: "FaceClassifier.mlmodel")
         try staging.write(onnx(labels: labels), named: "model.onnx")
         return try staging.publishVersion(manifest: manifest)
     }
@@ -115,7 +123,9 @@ enum BundleFixture {
     }
 
     /// Runs a program and returns its exit status and standard output.
-    static func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> (status: Int32, output: String) {
+    static func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> (
+        status: Int32, output: String
+    ) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

@@ -11,16 +11,22 @@ struct BundleStagingTests {
         let url = try BundleFixture.publish(in: models, seed: 9)
         #expect(url.lastPathComponent == "1")
         let names = try FileManager.default.contentsOfDirectory(atPath: url.path).sorted()
-        #expect(names == ["FaceClassifier.mlmodel", "SHA256SUMS", "manifest.json", "metrics.json", "model.onnx", "weights.h5"])
+        #expect(
+            names == [
+                "FaceClassifier.mlmodel", "SHA256SUMS", "manifest.json", "metrics.json", "model.onnx", "weights.h5",
+            ])
         let bundle = try ModelBundle.open(url)
         #expect(bundle.model == BundleFixture.model(seed: 9))
         #expect(bundle.version == 1)
         #expect(bundle.metrics?.userAccuracy == 0.95)
-        #expect(bundle.manifest.files.map(\.path) == ["FaceClassifier.mlmodel", "metrics.json", "model.onnx", "weights.h5"])
+        #expect(
+            bundle.manifest.files.map(\.path) == ["FaceClassifier.mlmodel", "metrics.json", "model.onnx", "weights.h5"])
         let weights = try #require(bundle.fileEntry("weights.h5"))
         #expect(weights.sha256 == (try SHA256.hashFile(at: url.appendingPathComponent("weights.h5")).sha256))
         // Nothing left behind but the bookkeeping.
-        let hidden = try FileManager.default.contentsOfDirectory(atPath: models.path).filter { $0.hasPrefix(".staging") }
+        let hidden = try FileManager.default.contentsOfDirectory(atPath: models.path).filter {
+            $0.hasPrefix(".staging")
+        }
         #expect(hidden.isEmpty)
     }
 
@@ -65,8 +71,9 @@ struct BundleStagingTests {
         // The second allocation ran cleanup; the first (alive, lock held) must still be there.
         #expect(FileSystem.kind(at: first.directory) == .directory)
         try second.writeWeights(BundleFixture.model())
-        let manifest = Manifest(version: second.version, definition: BundleFixture.model().definition,
-                                users: BundleFixture.users([17, 23]), training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
+        let manifest = Manifest(
+            version: second.version, definition: BundleFixture.model().definition,
+            users: BundleFixture.users([17, 23]), training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
         let url = try second.publishVersion(manifest: manifest)
         #expect(url.lastPathComponent == "2")
         #expect(FileSystem.kind(at: first.directory) == .directory)
@@ -96,15 +103,19 @@ struct BundleStagingTests {
         let staging = try BundleStaging(modelsDirectory: models)
         try staging.writeWeights(BundleFixture.model(users: [17, 23]))
         // The manifest claims three users: the weights' classifier has four outputs, not five.
-        let wrong = Manifest(version: staging.version, definition: BundleFixture.model(users: [17, 23, 31]).definition,
-                             users: BundleFixture.users([17, 23, 31]), training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
+        let wrong = Manifest(
+            version: staging.version, definition: BundleFixture.model(users: [17, 23, 31]).definition,
+            users: BundleFixture.users([17, 23, 31]), training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
         #expect { try staging.publishVersion(manifest: wrong) } throws: { error in
             "\(error)".contains("weights.h5") && "\(error)".contains("4 outputs")
         }
         #expect(try ModelRepository(directory: models).versions().isEmpty)
-        let late = Manifest(version: staging.version + 1, definition: BundleFixture.model().definition,
-                            users: BundleFixture.users([17, 23]), training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
-        #expect(throws: BundleError.manifestVersionMismatch(staged: 1, manifest: 2)) { try staging.publishVersion(manifest: late) }
+        let late = Manifest(
+            version: staging.version + 1, definition: BundleFixture.model().definition,
+            users: BundleFixture.users([17, 23]), training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
+        #expect(throws: BundleError.manifestVersionMismatch(staged: 1, manifest: 2)) {
+            try staging.publishVersion(manifest: late)
+        }
         staging.discard()
         #expect(try FileSystem.entries(of: models).filter { $0.hasPrefix(".staging") }.isEmpty)
     }
@@ -119,8 +130,10 @@ struct BundleStagingTests {
         try staging.write(Data("x".utf8), named: "notes.txt")
         #expect(throws: BundleError.self) { try staging.write(Data("y".utf8), named: "notes.txt") }
         #expect(throws: BundleError.missingWeights(path: staging.directory.path)) {
-            try staging.publishVersion(manifest: Manifest(version: staging.version, definition: BundleFixture.model().definition,
-                users: [], training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil))
+            try staging.publishVersion(
+                manifest: Manifest(
+                    version: staging.version, definition: BundleFixture.model().definition,
+                    users: [], training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil))
         }
     }
 

@@ -65,8 +65,9 @@ struct ManifestTests {
     }
 
     @Test func metricsSummaryReadsEvalKeysAndIgnoresOthers() throws {
-        let metrics = try MetricsSummary.decode(BundleFixture.metrics(
-            userAccuracy: 0.8, unknownFAR: 0.04, nonfaceFAR: 0.07, recalls: ["17": 0.9, "23": 0.7]))
+        let metrics = try MetricsSummary.decode(
+            BundleFixture.metrics(
+                userAccuracy: 0.8, unknownFAR: 0.04, nonfaceFAR: 0.07, recalls: ["17": 0.9, "23": 0.7]))
         #expect(metrics.userAccuracy == 0.8)
         #expect(metrics.worstFalseAcceptRate == 0.07)
         #expect(metrics.perUser?["23"]?.recall == 0.7)

@@ -5,19 +5,24 @@ import Testing
 
 @Suite("Publishing and rollback")
 struct PublishTests {
-    func pointerFile(_ models: URL) throws -> Data { try Data(contentsOf: models.appendingPathComponent("latest.json")) }
+    func pointerFile(_ models: URL) throws -> Data {
+        try Data(contentsOf: models.appendingPathComponent("latest.json"))
+    }
 
     @Test func firstPublishWritesTheAppPayload() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
         let url = try BundleFixture.publish(in: models)
         let repository = ModelRepository(directory: models)
-        let outcome = try repository.publish(version: 1, gate: PublishGate(minimumUserAccuracy: 0.9, maximumFalseAcceptRate: 0.05))
+        let outcome = try repository.publish(
+            version: 1, gate: PublishGate(minimumUserAccuracy: 0.9, maximumFalseAcceptRate: 0.05))
         #expect(outcome.skipped.isEmpty && !outcome.unchanged)
         let object = try #require(try JSONSerialization.jsonObject(with: pointerFile(models)) as? [String: Any])
         #expect(object["version"] as? Int == 1)
         #expect(object["url"] as? String == "1/FaceClassifier.mlmodel")
-        #expect(object["sha256"] as? String == (try SHA256.hashFile(at: url.appendingPathComponent("FaceClassifier.mlmodel")).sha256))
+        #expect(
+            object["sha256"] as? String
+                == (try SHA256.hashFile(at: url.appendingPathComponent("FaceClassifier.mlmodel")).sha256))
         let users = try #require(object["users"] as? [[String: Any]])
         #expect(users.map { $0["id"] as? Int } == [17, 23])
         #expect(users.first?["name"] as? String == "User 17")
@@ -33,7 +38,8 @@ struct PublishTests {
     @Test func belowThresholdIsRefusedAndForceOverrides() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
-        try BundleFixture.publish(in: models, metrics: BundleFixture.metrics(userAccuracy: 0.7, unknownFAR: 0.2, nonfaceFAR: 0.01))
+        try BundleFixture.publish(
+            in: models, metrics: BundleFixture.metrics(userAccuracy: 0.7, unknownFAR: 0.2, nonfaceFAR: 0.01))
         let repository = ModelRepository(directory: models)
         let gate = PublishGate(minimumUserAccuracy: 0.9, maximumFalseAcceptRate: 0.1)
         #expect {
@@ -52,13 +58,16 @@ struct PublishTests {
     @Test func worseBundleIsRefusedOnCommonUsers() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }
-        try BundleFixture.publish(in: models, users: [17, 23], metrics: BundleFixture.metrics(recalls: ["17": 0.95, "23": 0.9]))
+        try BundleFixture.publish(
+            in: models, users: [17, 23], metrics: BundleFixture.metrics(recalls: ["17": 0.95, "23": 0.9]))
         // Version 2 adds user 31 (perfect recall, which must not mask the drop on 17 and 23).
-        try BundleFixture.publish(in: models, users: [17, 23, 31], seed: 2,
-                                  metrics: BundleFixture.metrics(recalls: ["17": 0.95, "23": 0.6, "31": 1.0]))
+        try BundleFixture.publish(
+            in: models, users: [17, 23, 31], seed: 2,
+            metrics: BundleFixture.metrics(recalls: ["17": 0.95, "23": 0.6, "31": 1.0]))
         // Version 3 is within tolerance of version 1 on the shared users.
-        try BundleFixture.publish(in: models, users: [17, 23, 31], seed: 3,
-                                  metrics: BundleFixture.metrics(recalls: ["17": 0.94, "23": 0.9, "31": 0.5]))
+        try BundleFixture.publish(
+            in: models, users: [17, 23, 31], seed: 3,
+            metrics: BundleFixture.metrics(recalls: ["17": 0.94, "23": 0.9, "31": 0.5]))
         let repository = ModelRepository(directory: models)
         _ = try repository.publish(version: 1, gate: PublishGate())
         #expect {
@@ -80,7 +89,9 @@ struct PublishTests {
         defer { try? FileManager.default.removeItem(at: models) }
         let url = try BundleFixture.publish(in: models, metrics: nil)
         let repository = ModelRepository(directory: models)
-        #expect { try repository.publish(version: 1, gate: PublishGate()) } throws: { "\($0)".contains("no metrics.json") }
+        #expect { try repository.publish(version: 1, gate: PublishGate()) } throws: {
+            "\($0)".contains("no metrics.json")
+        }
         try BundleFixture.flipByte(in: url.appendingPathComponent("weights.h5"), at: 900)
         #expect {
             try repository.publish(version: 1, gate: PublishGate(), force: true)
@@ -121,7 +132,9 @@ struct PublishTests {
             try ModelRepository.locateBundle(models.appendingPathComponent("latest").path, modelsDirectory: models)
         }
         _ = try ModelRepository(directory: models).publish(version: 1, gate: PublishGate())
-        #expect(try ModelRepository.locateBundle(models.appendingPathComponent("latest").path, modelsDirectory: models).path == url.path)
+        #expect(
+            try ModelRepository.locateBundle(models.appendingPathComponent("latest").path, modelsDirectory: models).path
+                == url.path)
         #expect(throws: BundleError.versionNotFound(modelsDirectory: models.path, reference: "7")) {
             try ModelRepository.locateBundle("7", modelsDirectory: models)
         }

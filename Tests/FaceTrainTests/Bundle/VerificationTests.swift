@@ -39,7 +39,8 @@ struct VerificationTests {
         for offset in stride(from: 0, to: original.count, by: 7) {
             try BundleFixture.flipByte(in: sums, at: offset)
             #expect(!BundleVerifier.verify(url).isValid, "flip at \(offset) went unnoticed")
-            #expect(BundleVerifier.verify(url).problems.contains { $0.file == "SHA256SUMS" || $0.file == "manifest.json" })
+            #expect(
+                BundleVerifier.verify(url).problems.contains { $0.file == "SHA256SUMS" || $0.file == "manifest.json" })
             try original.write(to: sums)
         }
         #expect(BundleVerifier.verify(url).isValid)
@@ -54,7 +55,8 @@ struct VerificationTests {
         let data = try manifest.encoded()
         chmod(manifestURL.path, 0o644)
         try data.write(to: manifestURL)
-        let sums = ChecksumList.render(manifest.files.map { ($0.path, $0.sha256) } + [("manifest.json", SHA256.hash(data))])
+        let sums = ChecksumList.render(
+            manifest.files.map { ($0.path, $0.sha256) } + [("manifest.json", SHA256.hash(data))])
         chmod(url.appendingPathComponent("SHA256SUMS").path, 0o644)
         try Data(sums.utf8).write(to: url.appendingPathComponent("SHA256SUMS"))
     }
@@ -82,7 +84,8 @@ struct VerificationTests {
         let outside = models.appendingPathComponent("metrics-copy.json")
         try FileManager.default.copyItem(at: url.appendingPathComponent("metrics.json"), to: outside)
         try FileManager.default.removeItem(at: url.appendingPathComponent("metrics.json"))
-        try FileManager.default.createSymbolicLink(at: url.appendingPathComponent("metrics.json"), withDestinationURL: outside)
+        try FileManager.default.createSymbolicLink(
+            at: url.appendingPathComponent("metrics.json"), withDestinationURL: outside)
         expectRefused(url, naming: "metrics.json")
         #expect(BundleVerifier.verify(url).problems.contains { $0.message.contains("symbolic link") })
     }
@@ -126,5 +129,25 @@ struct VerificationTests {
         let directory = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(throws: BundleError.notABundle(path: directory.path)) { try ModelBundle.open(directory) }
+    }
+
+    @Test func exportEmbeddingAnotherManifestHashIsRefused() throws {
+        let models = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: models) }
+        let staging = try BundleStaging(modelsDirectory: models)
+        let model = BundleFixture.model()
+        try staging.writeWeights(model)
+        let manifest = Manifest(
+            version: staging.version, definition: model.definition, users: BundleFixture.users([17, 23]),
+            training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
+        let stale = String(repeating: "ab", count: 32)
+        try staging.write(BundleFixture.coreML(labels: model.definition.classLabels, manifestSHA256: stale),
+                          named: "FaceClassifier.mlmodel")
+        #expect {
+            try staging.publishVersion(manifest: manifest)
+        } throws: { error in
+            "\(error)".contains("FaceClassifier.mlmodel: embeds manifest SHA-256 \(stale)")
+        }
+        #expect(try ModelRepository(directory: models).versions().isEmpty)
     }
 }

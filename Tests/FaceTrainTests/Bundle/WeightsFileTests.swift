@@ -78,13 +78,16 @@ struct WeightsFileTests {
             try file.root.writeStrings("layer_names", model.definition.layerNames)
             for (name, layer) in zip(model.weights, model.definition.layers) {
                 let group = try file.root.createGroup(name.name)
-                for (tensor, spec) in zip(name.tensors, layer.parameterShapes) where !(name.name == "1.batchnorm2d" && spec.name == "running_var") {
+                for (tensor, spec) in zip(name.tensors, layer.parameterShapes)
+                where !(name.name == "1.batchnorm2d" && spec.name == "running_var") {
                     try group.writeDataset(tensor.name, shape: tensor.tensor.shape, scalars: tensor.tensor.scalars)
                 }
             }
             try file.close()
         }
-        #expect(throws: WeightsFileError.missingTensor(file: "weights.h5", layer: "1.batchnorm2d", tensor: "running_var")) {
+        #expect(
+            throws: WeightsFileError.missingTensor(file: "weights.h5", layer: "1.batchnorm2d", tensor: "running_var")
+        ) {
             try WeightsFile.read(from: url, definition: model.definition)
         }
     }
