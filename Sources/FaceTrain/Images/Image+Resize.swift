@@ -144,7 +144,7 @@ struct ResamplingTable {
                 let last = min(Int(high.rounded(.up)), source) - 1
                 // Shift the window left at the far edge so all taps stay inside the source.
                 let start = min(first, source - taps)
-                for j in first...last {
+                for j in first...min(last, start + taps - 1) {
                     let overlap = min(Double(j + 1), high) - max(Double(j), low)
                     weights[i * taps + j - start] = Float(max(overlap, 0) / scale)
                 }
