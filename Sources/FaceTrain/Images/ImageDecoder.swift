@@ -61,7 +61,7 @@ public enum ImageDecoder {
     public static func decode(contentsOf url: URL, limits: Limits = .standard) throws(ImageError) -> Image {
         let data: Data
         do {
-            data = try Data(contentsOf: url, options: .mappedIfSafe)
+            data = try Data(contentsOf: url)
         } catch {
             throw .unreadable(file: url.path, reason: Self.reason(for: url, error: error))
         }
