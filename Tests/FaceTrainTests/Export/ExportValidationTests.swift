@@ -45,7 +45,8 @@ struct ExportValidationTests {
     @Test func labelCountMustEqualSoftmaxWidth() {
         let model = Self.smallModel(classes: 3, labels: ["1", "2"])
         #expect(Self.exportError(model) == .labelCountMismatch(labels: 2, outputs: 3))
-        #expect(Self.exportError(model)?.description.contains("2 class labels but its last layer has 3 outputs") == true)
+        #expect(
+            Self.exportError(model)?.description.contains("2 class labels but its last layer has 3 outputs") == true)
     }
 
     @Test func labelsMustBeUniqueAndNonEmpty() {
@@ -53,7 +54,8 @@ struct ExportValidationTests {
             Self.exportError(Self.smallModel(classes: 3, labels: ["1", "2", "1"]))
                 == .invalidLabels(reason: "'1' appears twice; each class needs its own label"))
         #expect(
-            Self.exportError(Self.smallModel(classes: 2, labels: ["1", ""])) == .invalidLabels(reason: "label 1 is empty"))
+            Self.exportError(Self.smallModel(classes: 2, labels: ["1", ""]))
+                == .invalidLabels(reason: "label 1 is empty"))
     }
 
     @Test func weightsMustMatchTheDefinition() {
@@ -77,7 +79,8 @@ struct ExportValidationTests {
 
         var renamed = Self.smallModel()
         renamed.weights.swapAt(2, 3)
-        #expect(Self.exportError(renamed) == .weightNameMismatch(layerIndex: 2, expected: "2.relu", actual: "3.maxpool2d"))
+        #expect(
+            Self.exportError(renamed) == .weightNameMismatch(layerIndex: 2, expected: "2.relu", actual: "3.maxpool2d"))
     }
 
     @Test func nonFiniteWeightsAreRefused() {
@@ -137,16 +140,19 @@ struct ExportValidationTests {
     @Test func namesMustBeUniqueAndComplete() {
         let model = Self.smallModel()
         let duplicateLayers = ExportNaming(layerNames: ["a", "b", "c", "d", "e", "f", "a", "g"])
-        #expect(Self.exportError(model, naming: duplicateLayers) == .invalidNaming(reason: "layer name 'a' is used twice"))
+        #expect(
+            Self.exportError(model, naming: duplicateLayers) == .invalidNaming(reason: "layer name 'a' is used twice"))
         let tooFew = ExportNaming(layerNames: ["a", "b"])
-        #expect(Self.exportError(model, naming: tooFew) == .invalidNaming(reason: "2 layer names for 8 exported layers"))
+        #expect(
+            Self.exportError(model, naming: tooFew) == .invalidNaming(reason: "2 layer names for 8 exported layers"))
         let sameOutputs = ExportNaming(predictedLabelName: "result", probabilitiesName: "result")
         #expect(
             Self.exportError(model, naming: sameOutputs)
                 == .invalidNaming(reason: "blob or feature name 'result' is used twice"))
         let blobIsInput = ExportNaming(blobNames: ["image", "b", "c", "d", "e", "f", "g"])
         #expect(
-            Self.exportError(model, naming: blobIsInput) == .invalidNaming(reason: "blob or feature name 'image' is used twice"))
+            Self.exportError(model, naming: blobIsInput)
+                == .invalidNaming(reason: "blob or feature name 'image' is used twice"))
 
         let reserved = ExportNaming(blobNames: ["pre_out", "b", "c", "d", "e", "f", "g"])
         #expect(throws: ExportError.invalidNaming(reason: "'pre_out' is reserved for the ONNX preprocessing nodes")) {
@@ -186,7 +192,8 @@ struct ExportValidationTests {
         let metadata = ExportMetadata(
             version: 2, manifestSHA256: "00", acceptThreshold: 0.5, dataFingerprint: "x",
             additionalEntries: ["z": "1", "a": "2", "m": "3"])
-        #expect(try CoreMLExporter.encode(model, metadata: metadata) == CoreMLExporter.encode(model, metadata: metadata))
+        #expect(
+            try CoreMLExporter.encode(model, metadata: metadata) == CoreMLExporter.encode(model, metadata: metadata))
         #expect(try ONNXExporter.encode(model, metadata: metadata) == ONNXExporter.encode(model, metadata: metadata))
         #expect(
             metadata.userDefinedEntries.map(\.key)
@@ -211,7 +218,10 @@ struct ExportValidationTests {
             let coreML = try CoreMLExporter.encode(model, metadata: Self.metadata)
             let onnx = try ONNXExporter.encode(model, metadata: Self.metadata)
             let elapsed = clock.now - start
-            print("ref-small, \(classes) classes: FaceClassifier.mlmodel \(coreML.count) B, model.onnx \(onnx.count) B, both in \(elapsed)")
+            print(
+                "ref-small, \(classes) classes: FaceClassifier.mlmodel \(coreML.count) B, "
+                    + "model.onnx \(onnx.count) B, both in \(elapsed)"
+            )
             #expect(elapsed < .seconds(1))
             #expect(coreML.count < 2_000_000)
             #expect(onnx.count < 2_000_000)

@@ -75,7 +75,10 @@ struct ProtobufWriterTests {
 
     @Test func emptyMessagesAreStillWritten() {
         // formats.md 5.2 example 3: activation { ReLU {} }.
-        #expect(Self.encoded { w in w.writeMessage(130) { $0.writeMessage(10) { _ in } } } == [0x92, 0x08, 0x02, 0x52, 0x00])
+        #expect(
+            Self.encoded { w in w.writeMessage(130) { $0.writeMessage(10) { _ in } } } == [
+                0x92, 0x08, 0x02, 0x52, 0x00,
+            ])
     }
 
     @Test func packedVarints() {
@@ -94,7 +97,9 @@ struct ProtobufWriterTests {
 
     @Test func labelsBecomeAPythonStyleJSONArray() {
         #expect(ONNXExporter.jsonArray(["1", "2", "17"]) == #"["1", "2", "17"]"#)
-        #expect(ONNXExporter.jsonArray(["a\"b", "c\\d", "Zoë", "tab\there\n", "\u{01}"]) == #"["a\"b", "c\\d", "Zoë", "tab\there\n", "\u0001"]"#)
+        #expect(
+            ONNXExporter.jsonArray(["a\"b", "c\\d", "Zoë", "tab\there\n", "\u{01}"])
+                == #"["a\"b", "c\\d", "Zoë", "tab\there\n", "\u0001"]"#)
         #expect(ONNXExporter.jsonArray([]) == "[]")
     }
 }
