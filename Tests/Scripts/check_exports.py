@@ -225,7 +225,8 @@ def check_coreml_structure(spec, cases_file, checks):
     available = {spec_input["name"]}
     for layer in network.layers:
         kind = layer.WhichOneof("layer")
-        checks.expect(kind in COREML_LAYERS, f"Core ML layer {layer.name} is a {kind}, not one of {sorted(COREML_LAYERS)}")
+        checks.expect(kind in COREML_LAYERS,
+                      f"Core ML layer {layer.name} is a {kind}, not one of {sorted(COREML_LAYERS)}")
         checks.equal(len(layer.input), 1, f"Core ML layer {layer.name} input count")
         checks.equal(len(layer.output), 1, f"Core ML layer {layer.name} output count")
         for blob in layer.input:

@@ -128,7 +128,8 @@ public enum CoreMLExporter {
         writer.writeString(2, step.input)
         writer.writeString(3, step.output)
         switch step.operation {
-        case let .convolution(inputChannels, outputChannels, kernelSize, stride, padding, weight, bias):
+        case .convolution(
+            let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let weight, let bias):
             writer.writeMessage(Field.Layer.convolution) { conv in
                 conv.writeUnsigned(1, UInt64(outputChannels))
                 conv.writeUnsigned(2, UInt64(inputChannels))
@@ -145,7 +146,7 @@ public enum CoreMLExporter {
                 conv.writeMessage(90) { $0.writePackedFloats(1, weight) }
                 conv.writeMessage(91) { $0.writePackedFloats(1, bias) }
             }
-        case let .batchNorm(channels, epsilon, gamma, beta, mean, variance):
+        case .batchNorm(let channels, let epsilon, let gamma, let beta, let mean, let variance):
             writer.writeMessage(Field.Layer.batchnorm) { norm in
                 norm.writeUnsigned(1, UInt64(channels))
                 norm.writeFloat(10, epsilon)
@@ -156,7 +157,7 @@ public enum CoreMLExporter {
             }
         case .relu:
             writer.writeMessage(Field.Layer.activation) { $0.writeMessage(10) { _ in } }
-        case let .maxPool(size, stride):
+        case .maxPool(let size, let stride):
             writer.writeMessage(Field.Layer.pooling) { pool in
                 pool.writeUnsigned(1, PoolingType.max)
                 pool.writePackedUnsigned(10, [UInt64(size), UInt64(size)])
@@ -177,7 +178,7 @@ public enum CoreMLExporter {
         case .flatten:
             // mode CHANNEL_FIRST (0) flattens in C, H, W order, like ONNX Flatten and the trainer.
             writer.writeMessage(Field.Layer.flatten) { _ in }
-        case let .innerProduct(inputFeatures, outputFeatures, weight, bias):
+        case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
             writer.writeMessage(Field.Layer.innerProduct) { product in
                 product.writeUnsigned(1, UInt64(inputFeatures))
                 product.writeUnsigned(2, UInt64(outputFeatures))

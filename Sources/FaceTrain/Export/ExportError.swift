@@ -15,38 +15,38 @@ public enum ExportError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .invalidInput(reason):
+        case .invalidInput(let reason):
             return "export: the model's input specification is invalid: \(reason). "
                 + "HINT: the input must be 1 (GRAY) or 3 (RGB) channels with one bias per channel."
-        case let .weightCountMismatch(layers, weights):
+        case .weightCountMismatch(let layers, let weights):
             return "export: the model has \(layers) layers but \(weights) weight entries. "
                 + "HINT: a trained model needs one LayerWeights per layer (empty for layers without parameters)."
-        case let .weightNameMismatch(index, expected, actual):
+        case .weightNameMismatch(let index, let expected, let actual):
             return "export: the weights of layer \(index) are named '\(actual)', expected '\(expected)'. "
                 + "HINT: the weights are out of order or belong to another architecture."
-        case let .missingParameter(layer, parameter):
+        case .missingParameter(let layer, let parameter):
             return "export: layer '\(layer)' has no tensor '\(parameter)'. "
                 + "HINT: the weights do not match the model definition; re-save the bundle."
-        case let .unexpectedParameter(layer, parameter):
+        case .unexpectedParameter(let layer, let parameter):
             return "export: layer '\(layer)' has an unknown tensor '\(parameter)'. "
                 + "HINT: the weights do not match the model definition; re-save the bundle."
-        case let .parameterShapeMismatch(layer, parameter, expected, actual):
+        case .parameterShapeMismatch(let layer, let parameter, let expected, let actual):
             return "export: tensor '\(layer).\(parameter)' has shape \(actual), the definition says \(expected). "
                 + "HINT: the weights belong to another architecture or class count."
-        case let .nonFiniteParameter(layer, parameter):
+        case .nonFiniteParameter(let layer, let parameter):
             return "export: tensor '\(layer).\(parameter)' contains NaN or infinity. "
                 + "HINT: training diverged; retrain with a lower learning rate instead of exporting this model."
-        case let .invalidLayer(layer, reason):
+        case .invalidLayer(let layer, let reason):
             return "export: layer '\(layer)' cannot be exported: \(reason)."
-        case let .mustEndWithLinear(lastLayer):
+        case .mustEndWithLinear(let lastLayer):
             return "export: the network must end with a linear layer (the exporters append softmax), "
                 + "but its last layer is \(lastLayer.map { "'\($0)'" } ?? "missing")."
-        case let .labelCountMismatch(labels, outputs):
+        case .labelCountMismatch(let labels, let outputs):
             return "export: the model has \(labels) class labels but its last layer has \(outputs) outputs. "
                 + "HINT: the label list and the final linear layer must have the same length, in output order."
-        case let .invalidLabels(reason):
+        case .invalidLabels(let reason):
             return "export: the class labels are invalid: \(reason)."
-        case let .invalidNaming(reason):
+        case .invalidNaming(let reason):
             return "export: the export names are invalid: \(reason)."
         }
     }

@@ -91,7 +91,7 @@ struct ExportPlan {
             let name = definition.layerNames[index]
             let parameters = try Self.parameters(of: layer, named: name, index: index, weights: model.weights[index])
             if case .dropout = layer { continue }
-            if case .linear = layer, case let .spatial(channels, height, width) = shape {
+            if case .linear = layer, case .spatial(let channels, let height, let width) = shape {
                 pending.append(("flatten", .flatten, []))
                 shape = .flat(features: channels * height * width)
             }
@@ -105,7 +105,7 @@ struct ExportPlan {
             pending.append((name, operation, suffixes))
             lastLayer = name
         }
-        guard case let .innerProduct(_, networkOutputs, _, _)? = pending.last?.operation else {
+        guard case .innerProduct(_, let networkOutputs, _, _)? = pending.last?.operation else {
             throw .mustEndWithLinear(lastLayer: lastLayer)
         }
         guard networkOutputs == definition.classLabels.count else {
@@ -220,7 +220,7 @@ struct ExportPlan {
             guard tensor.shape == shape, tensor.scalars.count == shape.reduce(1, *) else {
                 throw .parameterShapeMismatch(layer: name, parameter: parameter, expected: shape, actual: tensor.shape)
             }
-            guard tensor.scalars.allSatisfy(\.isFinite) else {
+            guard allFinite(tensor.scalars) else {
                 throw .nonFiniteParameter(layer: name, parameter: parameter)
             }
             parameters[parameter] = tensor.scalars
@@ -228,22 +228,39 @@ struct ExportPlan {
         return parameters
     }
 
+    /// Whether no value is NaN or infinite; a plain loop over the buffer, quick even in debug builds.
+    private static func allFinite(_ values: [Float]) -> Bool {
+        values.withUnsafeBufferPointer { buffer in
+            var index = 0
+            while index < buffer.count {
+                guard buffer[index].isFinite else { return false }
+                index += 1
+            }
+            return true
+        }
+    }
+
     /// The operation for one layer, with the data shape advanced past it.
     private static func operation(
         for layer: LayerSpecification, named name: String, parameters: [String: [Float]], shape: inout DataShape
     ) throws(ExportError) -> Operation {
         switch (layer, shape) {
-        case let (.conv2D(inputChannels, outputChannels, kernelSize, stride, padding), .spatial(channels, height, width)):
+        case (
+            .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding),
+            .spatial(let channels, let height, let width)
+        ):
             guard inputChannels == channels else {
                 throw .invalidLayer(layer: name, reason: "it expects \(inputChannels) channels but gets \(channels)")
             }
             guard kernelSize > 0, stride > 0, padding >= 0, padding < kernelSize else {
                 throw .invalidLayer(
-                    layer: name, reason: "kernel \(kernelSize), stride \(stride), padding \(padding) is not a valid window")
+                    layer: name,
+                    reason: "kernel \(kernelSize), stride \(stride), padding \(padding) is not a valid window")
             }
             guard height + 2 * padding >= kernelSize, width + 2 * padding >= kernelSize else {
                 throw .invalidLayer(
-                    layer: name, reason: "its \(kernelSize)x\(kernelSize) kernel is larger than the \(height)x\(width) input")
+                    layer: name,
+                    reason: "its \(kernelSize)x\(kernelSize) kernel is larger than the \(height)x\(width) input")
             }
             let outHeight = (height + 2 * padding - kernelSize) / stride + 1
             let outWidth = (width + 2 * padding - kernelSize) / stride + 1
@@ -251,7 +268,7 @@ struct ExportPlan {
             return .convolution(
                 inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
                 padding: padding, weight: parameters["weight", default: []], bias: parameters["bias", default: []])
-        case let (.batchNorm2D(channels, epsilon, _), .spatial(incoming, _, _)):
+        case (.batchNorm2D(let channels, let epsilon, _), .spatial(let incoming, _, _)):
             guard channels == incoming else {
                 throw .invalidLayer(layer: name, reason: "it normalises \(channels) channels but gets \(incoming)")
             }
@@ -265,16 +282,18 @@ struct ExportPlan {
                 variance: parameters["running_var", default: []])
         case (.relu, _):
             return .relu
-        case let (.maxPool2D(size, stride), .spatial(channels, height, width)):
+        case (.maxPool2D(let size, let stride), .spatial(let channels, let height, let width)):
             guard size > 0, stride > 0, size <= height, size <= width else {
-                throw .invalidLayer(layer: name, reason: "a \(size)x\(size) window does not fit the \(height)x\(width) input")
+                throw .invalidLayer(
+                    layer: name, reason: "a \(size)x\(size) window does not fit the \(height)x\(width) input")
             }
-            shape = .spatial(channels: channels, height: (height - size) / stride + 1, width: (width - size) / stride + 1)
+            shape = .spatial(
+                channels: channels, height: (height - size) / stride + 1, width: (width - size) / stride + 1)
             return .maxPool(size: size, stride: stride)
-        case let (.globalAveragePool, .spatial(channels, _, _)):
+        case (.globalAveragePool, .spatial(let channels, _, _)):
             shape = .spatial(channels: channels, height: 1, width: 1)
             return .globalAveragePool
-        case let (.linear(inputFeatures, outputFeatures), .flat(features)):
+        case (.linear(let inputFeatures, let outputFeatures), .flat(let features)):
             guard inputFeatures == features else {
                 throw .invalidLayer(layer: name, reason: "it expects \(inputFeatures) features but gets \(features)")
             }

@@ -143,7 +143,7 @@ public enum ONNXExporter {
         let inputs = [input] + step.tensorNames
         let (operatorName, attributes): (String, [Attribute]) =
             switch step.operation {
-            case let .convolution(_, _, kernelSize, stride, padding, _, _):
+            case .convolution(_, _, let kernelSize, let stride, let padding, _, _):
                 (
                     "Conv",
                     [
@@ -152,11 +152,11 @@ public enum ONNXExporter {
                         .ints("strides", [stride, stride]),
                     ]
                 )
-            case let .batchNorm(_, epsilon, _, _, _, _):
+            case .batchNorm(_, let epsilon, _, _, _, _):
                 ("BatchNormalization", [.float("epsilon", epsilon)])
             case .relu:
                 ("Relu", [])
-            case let .maxPool(size, stride):
+            case .maxPool(let size, let stride):
                 ("MaxPool", [.ints("kernel_shape", [size, size]), .ints("strides", [stride, stride])])
             case .globalAveragePool:
                 ("GlobalAveragePool", [])
@@ -175,11 +175,11 @@ public enum ONNXExporter {
     /// The layer's tensors with their ONNX shapes, in parameter order (matching `Step.tensorNames`).
     private static func tensors(of operation: ExportPlan.Operation) -> [([Int], [Float])] {
         switch operation {
-        case let .convolution(inputChannels, outputChannels, kernelSize, _, _, weight, bias):
+        case .convolution(let inputChannels, let outputChannels, let kernelSize, _, _, let weight, let bias):
             [([outputChannels, inputChannels, kernelSize, kernelSize], weight), ([outputChannels], bias)]
-        case let .batchNorm(channels, _, gamma, beta, mean, variance):
+        case .batchNorm(let channels, _, let gamma, let beta, let mean, let variance):
             [([channels], gamma), ([channels], beta), ([channels], mean), ([channels], variance)]
-        case let .innerProduct(inputFeatures, outputFeatures, weight, bias):
+        case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
             [([outputFeatures, inputFeatures], weight), ([outputFeatures], bias)]
         case .relu, .maxPool, .globalAveragePool, .flatten, .softmax:
             []
@@ -195,7 +195,7 @@ public enum ONNXExporter {
 
         var name: String {
             switch self {
-            case let .float(name, _), let .int(name, _), let .ints(name, _): name
+            case .float(let name, _), .int(let name, _), .ints(let name, _): name
             }
         }
     }
@@ -224,13 +224,13 @@ public enum ONNXExporter {
     private static func writeAttribute(_ attribute: Attribute, to writer: inout ProtobufWriter) {
         writer.writeString(1, attribute.name, always: true)
         switch attribute {
-        case let .float(_, value):
+        case .float(_, let value):
             writer.writeFloat(2, value, always: true)
             writer.writeSigned(20, AttributeType.float, always: true)
-        case let .int(_, value):
+        case .int(_, let value):
             writer.writeSigned(3, Int64(value), always: true)
             writer.writeSigned(20, AttributeType.int, always: true)
-        case let .ints(_, values):
+        case .ints(_, let values):
             // AttributeProto.ints is not packed in proto2: one key per element.
             for value in values { writer.writeSigned(8, Int64(value), always: true) }
             writer.writeSigned(20, AttributeType.ints, always: true)
@@ -260,8 +260,8 @@ public enum ONNXExporter {
                         for dim in dims {
                             shape.writeMessage(1) { dimension in
                                 switch dim {
-                                case let .fixed(value): dimension.writeSigned(1, Int64(value), always: true)
-                                case let .symbolic(parameter): dimension.writeString(2, parameter, always: true)
+                                case .fixed(let value): dimension.writeSigned(1, Int64(value), always: true)
+                                case .symbolic(let parameter): dimension.writeString(2, parameter, always: true)
                                 }
                             }
                         }

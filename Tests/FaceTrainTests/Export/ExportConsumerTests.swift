@@ -82,6 +82,44 @@ struct ExportConsumerTests {
         #expect(result.output.contains("stringClassLabels"))
     }
 
+    /// The checker catches what Apple's validator misses: duplicate layer names, and a label list
+    /// that is shorter than the softmax.
+    @Test func checkerCatchesDuplicateLayerNamesAndLabelCountMismatch() throws {
+        let crops = try Self.celebrityCrops(count: 2)
+        let model = TrainedModel.seeded(
+            .referenceSmall(classLabels: ["1", "2", "3", "4"], inputSize: 64, channels: 3, width: 4), seed: 9)
+
+        // "4.conv2d" and "0.conv2d" have the same length, so renaming keeps every message length.
+        let renamed = try Self.exportAndCheck(
+            model, crops: crops,
+            tamperFiles: { coreML, _ in
+                var bytes = [UInt8](try Data(contentsOf: coreML))
+                let field = [UInt8]([0x0A, 0x08]) + Array("4.conv2d".utf8)
+                let start = try #require(
+                    bytes.indices.dropLast(field.count - 1).first { bytes[$0..<$0 + field.count].elementsEqual(field) })
+                bytes.replaceSubrange(start..<start + field.count, with: [0x0A, 0x08] + Array("0.conv2d".utf8))
+                try Data(bytes).write(to: coreML)
+            })
+        #expect(renamed.status == 1, "the checker should fail:\n\(renamed.output)")
+        #expect(renamed.output.contains("Core ML layer names are not unique"))
+
+        // Drop the last Core ML label with coremltools; expect the other three everywhere else.
+        let dropLabel = """
+            import sys, coremltools
+            spec = coremltools.utils.load_spec(sys.argv[1])
+            del spec.neuralNetworkClassifier.stringClassLabels.vector[-1]
+            coremltools.utils.save_spec(spec, sys.argv[1])
+            """
+        let shortened = try Self.exportAndCheck(model, crops: crops) { file in
+            file.labels.removeLast()
+        } tamperFiles: { coreML, _ in
+            let edit = try PythonChecker.run(["-c", dropLabel, coreML.path])
+            try #require(edit.status == 0, "coremltools could not edit the spec:\n\(edit.output)")
+        }
+        #expect(shortened.status == 1, "the checker should fail:\n\(shortened.output)")
+        #expect(shortened.output.contains("Core ML softmax width vs number of labels: got 4, expected 3"))
+    }
+
     // MARK: - Running the checker
 
     struct CheckCase: Codable {
@@ -111,7 +149,8 @@ struct ExportConsumerTests {
     }
 
     static func exportAndCheck(
-        _ model: TrainedModel, crops: [FaceCrop], tamper: (inout CheckFile) -> Void = { _ in }
+        _ model: TrainedModel, crops: [FaceCrop], tamper: (inout CheckFile) -> Void = { _ in },
+        tamperFiles: (_ coreML: URL, _ onnx: URL) throws -> Void = { _, _ in }
     ) throws -> (status: Int32, output: String) {
         let directory = try ExportTestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -119,6 +158,7 @@ struct ExportConsumerTests {
         let onnxURL = directory.appendingPathComponent(ONNXExporter.fileName)
         try CoreMLExporter.encode(model, metadata: metadata).write(to: coreMLURL)
         try ONNXExporter.encode(model, metadata: metadata).write(to: onnxURL)
+        try tamperFiles(coreMLURL, onnxURL)
 
         let input = model.definition.input
         var cases: [CheckCase] = []

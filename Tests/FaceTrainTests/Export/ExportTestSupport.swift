@@ -114,7 +114,7 @@ enum ReferenceForwardPass {
                 weights.tensors.first { $0.name == name }!.tensor.scalars.map(Double.init)
             }
             switch layer {
-            case let .conv2D(inputChannels, outputChannels, kernel, stride, padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernel, let stride, let padding):
                 let weight = parameter("weight")
                 let bias = parameter("bias")
                 let outHeight = (height + 2 * padding - kernel) / stride + 1
@@ -148,7 +148,7 @@ enum ReferenceForwardPass {
                     }
                 }
                 (data, channels, height, width) = (output, outputChannels, outHeight, outWidth)
-            case let .batchNorm2D(count, epsilon, _):
+            case .batchNorm2D(let count, let epsilon, _):
                 let (gamma, beta) = (parameter("weight"), parameter("bias"))
                 let (mean, variance) = (parameter("running_mean"), parameter("running_var"))
                 let plane = data.count / count
@@ -160,7 +160,7 @@ enum ReferenceForwardPass {
                 }
             case .relu:
                 data = data.map { max($0, 0) }
-            case let .maxPool2D(size, stride):
+            case .maxPool2D(let size, let stride):
                 let outHeight = (height - size) / stride + 1
                 let outWidth = (width - size) / stride + 1
                 var output = [Double](repeating: 0, count: channels * outHeight * outWidth)
@@ -182,7 +182,7 @@ enum ReferenceForwardPass {
                 let plane = height * width
                 data = (0..<channels).map { c in data[c * plane..<(c + 1) * plane].reduce(0, +) / Double(plane) }
                 (height, width) = (1, 1)
-            case let .linear(inputFeatures, outputFeatures):
+            case .linear(let inputFeatures, let outputFeatures):
                 let weight = parameter("weight")
                 let bias = parameter("bias")
                 precondition(data.count == inputFeatures, "linear layer gets \(data.count) features")
@@ -270,7 +270,8 @@ enum FaceCropLoader {
                     var sum = 0
                     for dy in 0..<factor {
                         for dx in 0..<factor {
-                            sum += Int(crop.pixels[((y * factor + dy) * crop.width + x * factor + dx) * crop.channels + c])
+                            sum += Int(
+                                crop.pixels[((y * factor + dy) * crop.width + x * factor + dx) * crop.channels + c])
                         }
                     }
                     let area = factor * factor
@@ -299,7 +300,8 @@ enum PythonChecker {
     /// module), elsewhere only when the modules are installed.
     static var shouldRun: Bool {
         if ExportTestSupport.isCI { return true }
-        let probe = "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in "
+        let probe =
+            "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in "
             + "[\(modules.map { "'\($0)'" }.joined(separator: ", "))]) else 3)"
         return (try? run(["-c", probe]).status) == 0
     }

@@ -16,7 +16,8 @@ struct ReferenceExportTests {
     /// gen_reference.py's network and weights as a `TrainedModel`.
     static func tinyModel() -> TrainedModel {
         let definition = ModelDefinition(
-            input: InputSpecification(width: 32, height: 32, channels: 3, scale: Float(1.0 / 127.5), bias: [-1, -1, -1]),
+            input: InputSpecification(
+                width: 32, height: 32, channels: 3, scale: Float(1.0 / 127.5), bias: [-1, -1, -1]),
             layers: [
                 .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1),
                 .batchNorm2D(channels: 4, epsilon: 1e-5, momentum: 0.1),
@@ -37,7 +38,8 @@ struct ReferenceExportTests {
             [("weight", [3, 4], det(12, 7)), ("bias", [3], det(3, 8))],
         ]
         let weights = zip(definition.layerNames, tensors).map { name, list in
-            LayerWeights(name: name, tensors: list.map { NamedTensor(name: $0.0, tensor: Tensor(shape: $0.1, scalars: $0.2)) })
+            LayerWeights(
+                name: name, tensors: list.map { NamedTensor(name: $0.0, tensor: Tensor(shape: $0.1, scalars: $0.2)) })
         }
         return TrainedModel(definition: definition, weights: weights)
     }
@@ -56,7 +58,8 @@ struct ReferenceExportTests {
     /// "identical" or where the first difference is, for a readable failure.
     static func comparison(_ produced: Data, _ expected: Data) -> String {
         guard produced != expected else { return "identical" }
-        let first = zip(produced, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        let first =
+            zip(produced, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
             ?? min(produced.count, expected.count)
         return "sizes \(produced.count) vs \(expected.count), first difference at offset 0x\(String(first, radix: 16))"
     }
