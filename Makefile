@@ -11,7 +11,7 @@ PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
 # command : Debian package (tools the tests call)
 TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils
 
-.PHONY: all deps build release demo test bench quality lint format clean
+.PHONY: all deps pydeps build release demo test bench quality lint format clean
 
 all: build
 
@@ -26,20 +26,31 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
 
+# Python modules the tests use as independent consumers of the exports (onnxruntime, coremltools).
+pydeps:
+	@python3 -c "import numpy, onnx, onnxruntime, coremltools" 2>/dev/null || python3 -m pip install -q -r Tests/Scripts/requirements.txt
+
 build: deps
 	$(SWIFT) build -c $(CONFIG)
 
 release: deps
 	$(SWIFT) build -c release
 
-# Synthesises the demo faces (once), checks them, trains a model on them.
+# Synthesises the demo faces (once), checks them, trains and evaluates a model, verifies the bundle.
 demo: release
 	@[ -f $(DATA)/users.json ] || .build/release/facetrain synth --out $(DATA) --users 20 --per-user 25 --seed 1
 	.build/release/facetrain data check --data $(DATA)
+	.build/release/facetrain fit --data $(DATA) --out $(MODELS) | tee .build/demo-fit.log
+	.build/release/facetrain eval --model "$$(tail -n 1 .build/demo-fit.log)" --report $(MODELS)/demo-report.html
+	.build/release/facetrain verify "$$(tail -n 1 .build/demo-fit.log)"
 
-test: deps
-	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+# Tests run optimised: training and gradient checks are what they exercise.
+test: deps pydeps
+	$(SWIFT) build -c release --build-tests
+	$(SWIFT) test -c release --skip-build
+
+quality: release
+	bash datasets/quality.sh
 
 bench: release
 	.build/release/facetrain bench

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
+
+/// `fit` and `eval` end to end through the built binary, on synthetic faces.
+@Suite("fit and eval", .serialized)
+struct FitCommandTests {
+    /// A small synthetic data folder: 6 users x 20 crops, 40 non-faces, 10 strangers x 4 crops.
+    static func syntheticData() throws -> URL {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-fit-\(UUID().uuidString)")
+        let output = try CLIRunner.run([
+            "synth", "--out", root.path, "--users", "6", "--per-user", "20", "--seed", "7", "--negatives", "40",
+            "--unknown-identities", "10", "--per-unknown", "4",
+        ])
+        #expect(output.status == 0, "\(output.standardError)")
+        return root
+    }
+
+    static let quickFit = ["--epochs", "12", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+
+    static func versions(in models: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: models.path)) ?? []).filter { Int($0) != nil }.sorted()
+    }
+
+    @Test func fitWritesAVerifiedBundleThatRecognisesSyntheticUsers() throws {
+        let data = try Self.syntheticData()
+        let models = data.appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path] + Self.quickFit)
+        #expect(fit.status == 0, "\(fit.standardError)")
+        let lines = fit.standardOutput.split(separator: "\n")
+        #expect(lines.last.map(String.init) == models.appendingPathComponent("1").path)
+        #expect(lines.filter { $0.hasPrefix("epoch ") }.count == 12)
+        #expect(try CLIRunner.run(["verify", models.appendingPathComponent("1").path]).status == 0)
+
+        // Stated accuracy on the held-out synthetic crops (see README): users recognised, non-faces rejected.
+        let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: models.appendingPathComponent("1/metrics.json"))) as! [String: Any]
+        let plain = metrics["unthresholded"] as! [String: Double]
+        #expect(plain["user_accuracy"]! >= 0.8, "held-out user accuracy \(plain["user_accuracy"]!)")
+        #expect(plain["nonface_far"]! <= 0.2)
+        let history = metrics["history"] as! [[String: Any]]
+        #expect((history.last!["train_loss"] as! Double) < (history.first!["train_loss"] as! Double))
+
+        // eval: JSON keys CI jobs read, and a report that is well-formed.
+        let report = data.appendingPathComponent("report.html")
+        let eval = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--json", "--report", report.path])
+        #expect(eval.status == 0, "\(eval.standardError)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(eval.standardOutput.utf8)) as? [String: Any])
+        for key in [
+            "user_accuracy", "macro_user_recall", "macro_user_precision", "unknown_far", "nonface_far", "user_rejected",
+            "overall_accuracy", "per_user", "confusion", "misclassified", "threshold", "threshold_sweep",
+        ] {
+            #expect(object[key] != nil, "eval --json lacks \(key)")
+        }
+        let html = try String(contentsOf: report, encoding: .utf8)
+        #expect(html.hasPrefix("<!DOCTYPE html>") && html.hasSuffix("</html>"))
+        #expect(html.contains("Face embeddings") && html.contains("<circle"))
+        #expect(!html.contains("<script"))
+        var rest = Substring(html)
+        while let start = rest.range(of: "<svg"), let end = rest.range(of: "</svg>", range: start.upperBound..<rest.endIndex) {
+            let parser = XMLParser(data: Data(String(rest[start.lowerBound..<end.upperBound]).utf8))
+            #expect(parser.parse(), "an SVG of the report is not well-formed")
+            rest = rest[end.upperBound...]
+        }
+
+        // eval on a folder: a folder the model does not know counts as unknown people.
+        let probe = data.appendingPathComponent("probe")
+        try FileManager.default.createDirectory(at: probe.appendingPathComponent("stranger"), withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("2").path).prefix(5) {
+            try FileManager.default.copyItem(at: data.appendingPathComponent("2/\(name)"), to: probe.appendingPathComponent("stranger/\(name)"))
+        }
+        let probeEval = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--data", probe.path, "--json"])
+        #expect(probeEval.status == 0, "\(probeEval.standardError)")
+        let counts = (try JSONSerialization.jsonObject(with: Data(probeEval.standardOutput.utf8)) as? [String: Any])?["counts"] as? [String: Int]
+        #expect(counts?["unknown"] == 5)
+    }
+
+    @Test func divergingRunFailsCleanlyAndWritesNoBundle() throws {
+        let data = try Self.syntheticData()
+        let models = data.appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--learning-rate", "1e6"] + Self.quickFit)
+        #expect(fit.status == 1)
+        #expect(fit.standardError.contains("diverged") && fit.standardError.contains("--learning-rate"))
+        #expect(!fit.standardError.contains("Fatal error"))
+        #expect(Self.versions(in: models).isEmpty)
+    }
+
+    @Test func resumeAfterSIGKILLEndsWithTheSameModel() throws {
+        let data = try Self.syntheticData()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let straight = data.appendingPathComponent("straight"), resumed = data.appendingPathComponent("resumed")
+        let uninterrupted = try CLIRunner.run(["fit", "--data", data.path, "--out", straight.path] + Self.quickFit)
+        #expect(uninterrupted.status == 0, "\(uninterrupted.standardError)")
+
+        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.quickFit, environment: [:])
+        let deadline = Date().addingTimeInterval(600)
+        while !run.standardOutput.contains("\"epoch\":5,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        #expect(run.process.isRunning, "fit ended before it could be killed: \(run.standardError)")
+        run.kill()
+        #expect(Self.versions(in: resumed).isEmpty)
+
+        let again = try CLIRunner.run(["fit", "--data", data.path, "--out", resumed.path, "--json", "--resume"] + Self.quickFit)
+        #expect(again.status == 0, "\(again.standardError)")
+        let start = again.standardOutput.split(separator: "\n").first { $0.contains("\"event\":\"start\"") } ?? ""
+        #expect(start.contains("\"resumed_from_epoch\":5") || start.contains("\"resumed_from_epoch\":6"), "\(start)")
+        let a = try Data(contentsOf: straight.appendingPathComponent("1/weights.h5"))
+        let b = try Data(contentsOf: resumed.appendingPathComponent("1/weights.h5"))
+        #expect(a == b, "a resumed fit must end with the same weights as an uninterrupted one")
+    }
+
+    @Test func interruptKeepsTheCheckpointAndPublishesNothing() throws {
+        let data = try Self.syntheticData()
+        let models = data.appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", models.path, "--json"] + Self.quickFit, environment: [:])
+        let deadline = Date().addingTimeInterval(600)
+        while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        kill(run.process.processIdentifier, SIGINT)
+        #expect(run.wait() == 1)
+        #expect(run.standardError.contains("interrupted") && run.standardError.contains("--resume"))
+        #expect(Self.versions(in: models).isEmpty)
+        let checkpoints = (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path)) ?? []
+        #expect(checkpoints.contains { $0.hasSuffix(".checkpoint") })
+    }
+
+    @Test func resumeWithoutCheckpointSaysSo() throws {
+        let data = try Self.syntheticData()
+        defer { try? FileManager.default.removeItem(at: data) }
+        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", data.appendingPathComponent("m").path, "--resume"] + Self.quickFit)
+        #expect(fit.status == 1)
+        #expect(fit.standardError.contains("no checkpoint"))
+    }
+}
