@@ -206,14 +206,15 @@ private struct FacePainter {
         switch style {
         case .beard, .stubble:
             // Below a line that runs under the cheekbones and rises to the sideburns.
-            let line = Curve(centerX: faceCenterX, halfWidth: person.faceWidth, base: noseTip.y + 0.07,
-                             bend: -(noseTip.y + 0.07 - eyeY - 0.2) * 0.6)
-            let opacity: Float = style == .beard ? 0.9 : 0.28
+            // Over the upper lip in the middle, rising along the cheeks to the sideburns.
+            let line = Curve(centerX: faceCenterX, halfWidth: person.faceWidth, base: mouthY - person.upperLip - 0.05,
+                             bend: -(mouthY - person.upperLip - 0.05 - noseTip.y + 0.02))
+            let opacity: Float = style == .beard ? 0.85 : 0.28
             canvas.fill(.intersection(faceShape, .below(line)), hair, opacity: opacity, softness: 0.03,
                         grain: 0.15, grainSeed: grainSeed &+ 3)
             if style == .beard {
-                canvas.fill(.ellipse(center: Point(mouthCenter.x, mouthY + 0.02), radiusX: person.mouthWidth * 0.6,
-                                     radiusY: 0.07, angle: 0), skin.mixed(with: hair, 0.5), opacity: 0.5, softness: 0.03)
+                canvas.fill(.ellipse(center: Point(mouthCenter.x, mouthY + 0.01), radiusX: person.mouthWidth * 0.55,
+                                     radiusY: 0.05, angle: 0), skin.mixed(with: hair, 0.4), opacity: 0.6, softness: 0.02)
             }
         case .moustache:
             let halfWidth = person.mouthWidth * 0.56
