@@ -69,7 +69,7 @@ struct Camera: Sendable {
             for channel in 0..<3 {
                 let index = pixel * 3 + channel
                 let value = (image[index] - 0.5) * contrast + 0.5 + shared + random.normal() * noise * 0.5
-                bytes[index] = UInt8(min(255, max(0, (value * 255).rounded())))
+                bytes[index] = value.isNaN ? 0 : UInt8(min(255, max(0, (value * 255).rounded())))
             }
         }
         return bytes

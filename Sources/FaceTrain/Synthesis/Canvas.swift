@@ -124,18 +124,19 @@ struct Canvas {
         }
     }
 
-    /// Canvas columns and rows whose pixels may touch a face-space rectangle.
+    /// Canvas columns and rows whose pixels may touch a face-space rectangle, or nil when none do.
     private func canvasRange(of rect: Rect) -> (Range<Int>, Range<Int>)? {
         let corners = [Point(rect.minX, rect.minY), Point(rect.maxX, rect.minY),
                        Point(rect.minX, rect.maxY), Point(rect.maxX, rect.maxY)].map { view.canvasPoint($0) }
-        let limit = Float(max(width, height)) * 4
-        let minColumn = Int(max(0, min(limit, corners.map(\.x).min() ?? 0)).rounded(.down))
-        let maxColumn = Int(max(-1, min(limit, corners.map(\.x).max() ?? 0)).rounded(.up))
-        let minRow = Int(max(0, min(limit, corners.map(\.y).min() ?? 0)).rounded(.down))
-        let maxRow = Int(max(-1, min(limit, corners.map(\.y).max() ?? 0)).rounded(.up))
-        let columns = minColumn..<min(width, maxColumn + 1)
-        let rows = minRow..<min(height, maxRow + 1)
-        return columns.isEmpty || rows.isEmpty ? nil : (columns, rows)
+        let xs = corners.map(\.x), ys = corners.map(\.y)
+        guard let minX = xs.min(), let maxX = xs.max(), let minY = ys.min(), let maxY = ys.max(),
+              maxX >= 0, maxY >= 0, minX < Float(width), minY < Float(height)
+        else { return nil }
+        // Clamped in floating point first: huge or infinite bounds must not overflow Int.
+        let firstColumn = Int(max(0, minX).rounded(.down)), lastColumn = Int(min(Float(width - 1), maxX).rounded(.up))
+        let firstRow = Int(max(0, minY).rounded(.down)), lastRow = Int(min(Float(height - 1), maxY).rounded(.up))
+        guard firstColumn <= lastColumn, firstRow <= lastRow else { return nil }
+        return (firstColumn..<(lastColumn + 1), firstRow..<(lastRow + 1))
     }
 
     /// Replaces every pixel with `shader(column, row, current colour)`; for backgrounds and lighting passes.

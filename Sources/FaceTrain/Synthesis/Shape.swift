@@ -118,9 +118,11 @@ indirect enum Shape: Sendable {
     /// A face-space rectangle outside which the shape covers nothing.
     var bounds: Rect {
         switch self {
-        case let .orientedEllipse(center, radiusX, radiusY, _, _):
-            let radius = max(radiusX, radiusY)
-            return Rect(minX: center.x - radius, minY: center.y - radius, maxX: center.x + radius, maxY: center.y + radius)
+        case let .orientedEllipse(center, radiusX, radiusY, cosine, sine):
+            let halfWidth = (radiusX * radiusX * cosine * cosine + radiusY * radiusY * sine * sine).squareRoot()
+            let halfHeight = (radiusX * radiusX * sine * sine + radiusY * radiusY * cosine * cosine).squareRoot()
+            return Rect(minX: center.x - halfWidth, minY: center.y - halfHeight,
+                        maxX: center.x + halfWidth, maxY: center.y + halfHeight)
         case let .faceOutline(center, radiusX, radiusY, _):
             return Rect(minX: center.x - radiusX, minY: center.y - radiusY,
                         maxX: center.x + radiusX, maxY: center.y + radiusY)
