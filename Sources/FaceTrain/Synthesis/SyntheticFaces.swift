@@ -37,8 +37,13 @@ public struct SynthesisSummary: Sendable {
 /// Deterministic synthetic face crops for demos and tests: per-user folders of one made-up person each, a
 /// class of strangers and a class of non-faces, in the layout `facetrain` trains from.
 ///
+/// Layout: `1/<n>.jpg` not a face; `2/<p>_<n>.jpg` photo n of stranger p; `3/<n>.jpg` … `<N+2>/<n>.jpg`
+/// the users; `users.json` = `[{"id", "name", "position"}]`. A person's traits live in `FaceIdentity`, the
+/// per-photo nuisance in `PhotoConditions` and `Camera`, the non-faces in `NonFaceRenderer`.
+///
 /// Every crop is rendered from its own random stream derived from (seed, class, person, photo), so a run is
-/// byte-identical whatever the thread count, and a larger run extends a smaller one with the same seed.
+/// byte-identical whatever the thread count or build configuration, and a larger run with the same seed
+/// contains the crops of a smaller one.
 public enum SyntheticFaces {
     /// Label of the "not a face" class.
     public static let nonFaceLabel = 1
@@ -113,10 +118,11 @@ public enum SyntheticFaces {
 
     /// Renders every crop of `configuration` in parallel and writes the data set.
     ///
-    /// A new or empty output folder is filled in a hidden sibling folder and renamed into place at the end, so
-    /// an interrupted run leaves nothing half-written behind. A non-empty folder is refused unless
-    /// `replaceExisting` is set; then each generated file is replaced atomically and other files are kept and
-    /// reported in `SynthesisSummary.leftoverFiles`.
+    /// A new output folder is filled as a hidden sibling folder and renamed into place at the end, so an
+    /// interrupted run leaves nothing half-written behind; an existing empty folder is filled in place, with
+    /// `users.json` written last. A non-empty folder is refused unless `replaceExisting` is set; then each
+    /// generated file is replaced atomically and other files are kept and reported in
+    /// `SynthesisSummary.leftoverFiles`.
     public static func generate(configuration: SynthesisConfiguration) throws -> SynthesisSummary {
         let start = Date()
         try configuration.validate()
@@ -135,20 +141,22 @@ public enum SyntheticFaces {
         }
         if !isEmpty && !configuration.replaceExisting { throw SynthesisError.outputNotEmpty(path: output.path) }
 
-        let staging = isEmpty ? try makeStagingDirectory(for: output) : output
-        do {
-            try write(configuration, into: staging)
-            if isEmpty {
-                if exists { try? fileManager.removeItem(at: output) }
+        if exists {
+            // An existing folder (possibly a symbolic link or a mount point) is filled in place.
+            try write(configuration, into: output)
+        } else {
+            let staging = try makeStagingDirectory(for: output)
+            do {
+                try write(configuration, into: staging)
                 do {
                     try fileManager.moveItem(at: staging, to: output)
                 } catch {
                     throw SynthesisError.cannotWrite(path: output.path, reason: Self.reason(error))
                 }
+            } catch {
+                try? fileManager.removeItem(at: staging)
+                throw error
             }
-        } catch {
-            if isEmpty { try? fileManager.removeItem(at: staging) }
-            throw error
         }
 
         var counts: [Int: Int] = [:]

@@ -182,14 +182,22 @@ import Testing
         #expect(replaced == (try Support.files(in: fresh)), "replacing must give the same files as a fresh run")
     }
 
-    @Test func emptyExistingFolderIsFilledAndNoStagingFolderRemains() throws {
+    @Test func newFolderAppearsWholeWithParentsAndNoStagingFolderRemains() throws {
         let parent = Support.temporaryPath()
         defer { Support.removeTemporary(parent) }
         let output = parent.appendingPathComponent("nested/demo")
-        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(output))
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.deletingLastPathComponent().path) == ["demo"])
         #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("users.json").path))
+    }
+
+    @Test func existingEmptyFolderIsFilledInPlace() throws {
+        let output = Support.temporaryPath()
+        defer { Support.removeTemporary(output) }
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let summary = try SyntheticFaces.generate(configuration: Support.smallConfiguration(output))
+        #expect(try Support.files(in: output).count == summary.imageCount + 1)
+        #expect(summary.leftoverFiles.isEmpty)
     }
 
     @Test func unwritableOrInvalidOutputsFailWithClearErrors() throws {
