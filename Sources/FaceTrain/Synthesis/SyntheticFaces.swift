@@ -56,7 +56,12 @@ public enum SyntheticFaces {
 
     /// Random streams, one per kind of draw, so that changing one count never shifts another stream.
     enum Stream: UInt64 {
-        case userIdentity = 1, unknownIdentity, userPhoto, unknownPhoto, nonFace, userName
+        case userIdentity = 1
+        case unknownIdentity
+        case userPhoto
+        case unknownPhoto
+        case nonFace
+        case userName
     }
 
     /// The users of a data set: ids from `firstUserID`, distinct names while the name lists last.
@@ -71,7 +76,8 @@ public enum SyntheticFaces {
                 if attempt == 63 { name += " \(index + 1)" }
             }
             taken.insert(name)
-            return SyntheticUser(id: firstUserID + index, name: name, position: random.element(of: PeopleNames.positions))
+            return SyntheticUser(
+                id: firstUserID + index, name: name, position: random.element(of: PeopleNames.positions))
         }
     }
 
@@ -81,19 +87,25 @@ public enum SyntheticFaces {
         for user in 0..<max(0, configuration.userCount) {
             let label = firstUserID + user
             for photo in 0..<max(0, configuration.imagesPerUser) {
-                samples.append(SyntheticSample(label: label, identity: user, photo: photo,
-                                               relativePath: "\(label)/\(photo + 1).jpg"))
+                samples.append(
+                    SyntheticSample(
+                        label: label, identity: user, photo: photo,
+                        relativePath: "\(label)/\(photo + 1).jpg"))
             }
         }
         for stranger in 0..<max(0, configuration.unknownIdentityCount) {
             for photo in 0..<max(0, configuration.imagesPerUnknownIdentity) {
-                samples.append(SyntheticSample(label: unknownPersonLabel, identity: stranger, photo: photo,
-                                               relativePath: "\(unknownPersonLabel)/\(stranger + 1)_\(photo + 1).jpg"))
+                samples.append(
+                    SyntheticSample(
+                        label: unknownPersonLabel, identity: stranger, photo: photo,
+                        relativePath: "\(unknownPersonLabel)/\(stranger + 1)_\(photo + 1).jpg"))
             }
         }
         for index in 0..<max(0, configuration.nonFaceCount) {
-            samples.append(SyntheticSample(label: nonFaceLabel, identity: index, photo: 0,
-                                           relativePath: "\(nonFaceLabel)/\(index + 1).jpg"))
+            samples.append(
+                SyntheticSample(
+                    label: nonFaceLabel, identity: index, photo: 0,
+                    relativePath: "\(nonFaceLabel)/\(index + 1).jpg"))
         }
         return samples
     }
@@ -163,9 +175,12 @@ public enum SyntheticFaces {
         let samples = samples(for: configuration)
         for sample in samples { counts[sample.label, default: 0] += 1 }
         let leftovers = isEmpty ? [] : leftoverFiles(in: output, expected: Set(samples.map(\.relativePath)))
-        return SynthesisSummary(outputDirectory: output, users: users(count: configuration.userCount,
-                                                                      seed: configuration.seed),
-                                imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
+        return SynthesisSummary(
+            outputDirectory: output,
+            users: users(
+                count: configuration.userCount,
+                seed: configuration.seed),
+            imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
     }
 
     /// A new hidden folder beside `output`, creating `output`'s parents when needed.
@@ -176,8 +191,8 @@ public enum SyntheticFaces {
         } catch {
             throw SynthesisError.cannotCreateDirectory(path: parent.path, reason: Self.reason(error))
         }
-        let staging = parent.appendingPathComponent(
-            ".\(output.lastPathComponent).partial-\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))")
+        let suffix = "\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
+        let staging = parent.appendingPathComponent(".\(output.lastPathComponent).partial-\(suffix)")
         do {
             try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
         } catch {
@@ -198,7 +213,8 @@ public enum SyntheticFaces {
             }
         }
         let failures = FailureList()
-        let seed = configuration.seed, size = configuration.imageSize
+        let seed = configuration.seed
+        let size = configuration.imageSize
         DispatchQueue.concurrentPerform(iterations: samples.count) { index in
             let sample = samples[index]
             let file = directory.appendingPathComponent(sample.relativePath)
@@ -249,7 +265,8 @@ public enum SyntheticFaces {
     /// The most readable text of a file-system error (the POSIX reason when there is one).
     private static func reason(_ error: Error) -> String {
         let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain
+        {
             return String(cString: strerror(Int32(underlying.code)))
         }
         if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }

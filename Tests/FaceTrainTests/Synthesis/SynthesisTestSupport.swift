@@ -23,9 +23,12 @@ enum SynthesisTestSupport {
     }
 
     /// A small configuration writing to `output`; counts chosen so a debug build generates it in well under a second.
-    static func smallConfiguration(_ output: URL, seed: UInt64 = 7, users: Int = 3, perUser: Int = 3) -> SynthesisConfiguration {
-        SynthesisConfiguration(outputDirectory: output, userCount: users, imagesPerUser: perUser, seed: seed,
-                               imageSize: 32, nonFaceCount: 4, unknownIdentityCount: 2, imagesPerUnknownIdentity: 2)
+    static func smallConfiguration(_ output: URL, seed: UInt64 = 7, users: Int = 3, perUser: Int = 3)
+        -> SynthesisConfiguration
+    {
+        SynthesisConfiguration(
+            outputDirectory: output, userCount: users, imagesPerUser: perUser, seed: seed,
+            imageSize: 32, nonFaceCount: 4, unknownIdentityCount: 2, imagesPerUnknownIdentity: 2)
     }
 
     /// Decodes JPEG bytes with tjDecompressHeader3 and tjDecompress2; nil when libjpeg-turbo rejects them.
@@ -33,16 +36,21 @@ enum SynthesisTestSupport {
         guard let handle = tjInitDecompress() else { return nil }
         defer { tjDestroy(handle) }
         let bytes = [UInt8](data)
-        var width: Int32 = 0, height: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
+        var width: Int32 = 0
+        var height: Int32 = 0
+        var subsampling: Int32 = 0
+        var colorspace: Int32 = 0
         let header = bytes.withUnsafeBufferPointer { buffer in
-            tjDecompressHeader3(handle, buffer.baseAddress, UInt(buffer.count), &width, &height, &subsampling, &colorspace)
+            tjDecompressHeader3(
+                handle, buffer.baseAddress, UInt(buffer.count), &width, &height, &subsampling, &colorspace)
         }
         guard header == 0, width > 0, height > 0 else { return nil }
         var rgb = [UInt8](repeating: 0, count: Int(width) * Int(height) * 3)
         let status = bytes.withUnsafeBufferPointer { source in
             rgb.withUnsafeMutableBufferPointer { target in
-                tjDecompress2(handle, source.baseAddress, UInt(source.count), target.baseAddress, width, 0, height,
-                              Int32(TJPF_RGB.rawValue), 0)
+                tjDecompress2(
+                    handle, source.baseAddress, UInt(source.count), target.baseAddress, width, 0, height,
+                    Int32(TJPF_RGB.rawValue), 0)
             }
         }
         guard status == 0 else { return nil }

@@ -8,12 +8,15 @@ import Testing
     typealias Support = SynthesisTestSupport
 
     @Test func sameArgumentsGiveByteIdenticalFilesAndAnotherSeedDoesNot() throws {
-        let first = Support.temporaryPath(), second = Support.temporaryPath(), other = Support.temporaryPath()
+        let first = Support.temporaryPath()
+        let second = Support.temporaryPath()
+        let other = Support.temporaryPath()
         defer { [first, second, other].forEach(Support.removeTemporary) }
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(first))
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(second))
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(other, seed: 8))
-        let firstFiles = try Support.files(in: first), secondFiles = try Support.files(in: second)
+        let firstFiles = try Support.files(in: first)
+        let secondFiles = try Support.files(in: second)
         let otherFiles = try Support.files(in: other)
         #expect(firstFiles.count == 3 * 3 + 2 * 2 + 4 + 1)
         #expect(firstFiles == secondFiles)
@@ -36,15 +39,18 @@ import Testing
     }
 
     @Test func largerRunExtendsSmallerRunWithTheSameSeed() throws {
-        let small = Support.temporaryPath(), large = Support.temporaryPath()
+        let small = Support.temporaryPath()
+        let large = Support.temporaryPath()
         defer { [small, large].forEach(Support.removeTemporary) }
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(small, users: 2, perUser: 2))
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(large, users: 3, perUser: 3))
-        let smallFiles = try Support.files(in: small), largeFiles = try Support.files(in: large)
+        let smallFiles = try Support.files(in: small)
+        let largeFiles = try Support.files(in: large)
         for (path, data) in smallFiles where path != SyntheticFaces.usersFileName {
             #expect(largeFiles[path] == data, "\(path) changed when more users or photos were requested")
         }
-        let smallUsers = SyntheticFaces.users(count: 5, seed: 3), largeUsers = SyntheticFaces.users(count: 40, seed: 3)
+        let smallUsers = SyntheticFaces.users(count: 5, seed: 3)
+        let largeUsers = SyntheticFaces.users(count: 40, seed: 3)
         #expect(Array(largeUsers.prefix(5)) == smallUsers)
     }
 
@@ -70,8 +76,9 @@ import Testing
         #expect(summary.leftoverFiles.isEmpty)
         #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("2/3_2.jpg").path))
 
-        let users = try JSONDecoder().decode([SyntheticUser].self,
-                                             from: Data(contentsOf: output.appendingPathComponent("users.json")))
+        let users = try JSONDecoder().decode(
+            [SyntheticUser].self,
+            from: Data(contentsOf: output.appendingPathComponent("users.json")))
         #expect(users.map(\.id) == [3, 4, 5, 6])
         #expect(users == summary.users)
         #expect(Set(users.map(\.name)).count == users.count)
@@ -109,11 +116,16 @@ import Testing
             nonFaceCount: 0, unknownIdentityCount: 0)
         let samples = SyntheticFaces.samples(for: configuration)
         let images = samples.map { SyntheticFaces.render($0, seed: configuration.seed, size: 32).rgb }
-        var within: [Double] = [], between: [Double] = []
+        var within: [Double] = []
+        var between: [Double] = []
         for first in samples.indices {
             for second in samples.indices where second > first {
                 let distance = Support.distance(images[first], images[second])
-                if samples[first].label == samples[second].label { within.append(distance) } else { between.append(distance) }
+                if samples[first].label == samples[second].label {
+                    within.append(distance)
+                } else {
+                    between.append(distance)
+                }
             }
         }
         let meanWithin = within.reduce(0, +) / Double(within.count)
@@ -143,20 +155,26 @@ import Testing
         for index in faces { for pixel in averageFace.indices { averageFace[pixel] += images[index][pixel] } }
         averageFace = averageFace.map { $0 / Double(faces.count) }
         func correlation(_ label: Int) -> Double {
-            let members = samples.indices.filter { samples[$0].label == label || (label == 3 && samples[$0].label >= 3) }
+            let members = samples.indices.filter {
+                samples[$0].label == label || (label == 3 && samples[$0].label >= 3)
+            }
             let total = members.map { index in zip(images[index], averageFace).map { $0 * $1 }.reduce(0, +) }
             return total.reduce(0, +) / Double(members.count)
         }
-        let userCorrelation = correlation(3), strangerCorrelation = correlation(SyntheticFaces.unknownPersonLabel)
+        let userCorrelation = correlation(3)
+        let strangerCorrelation = correlation(SyntheticFaces.unknownPersonLabel)
         let nonFaceCorrelation = correlation(SyntheticFaces.nonFaceLabel)
         #expect(nonFaceCorrelation < userCorrelation * 0.5, "non-faces \(nonFaceCorrelation), faces \(userCorrelation)")
-        #expect(nonFaceCorrelation < strangerCorrelation * 0.5, "non-faces \(nonFaceCorrelation), strangers \(strangerCorrelation)")
+        #expect(
+            nonFaceCorrelation < strangerCorrelation * 0.5,
+            "non-faces \(nonFaceCorrelation), strangers \(strangerCorrelation)")
     }
 
     @Test func refusesNonEmptyFolderUnlessReplacingAndKeepsForeignFiles() throws {
         let output = Support.temporaryPath()
         defer { Support.removeTemporary(output) }
-        try FileManager.default.createDirectory(at: output.appendingPathComponent("3"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: output.appendingPathComponent("3"), withIntermediateDirectories: true)
         let foreign = output.appendingPathComponent("3/mine.jpg")
         try Data("keep me".utf8).write(to: foreign)
         var configuration = Support.smallConfiguration(output)
@@ -170,8 +188,9 @@ import Testing
         let summary = try SyntheticFaces.generate(configuration: configuration)
         #expect(summary.leftoverFiles == ["3/mine.jpg"])
         #expect(try Data(contentsOf: foreign) == Data("keep me".utf8))
-        let users = try JSONDecoder().decode([SyntheticUser].self,
-                                             from: Data(contentsOf: output.appendingPathComponent("users.json")))
+        let users = try JSONDecoder().decode(
+            [SyntheticUser].self,
+            from: Data(contentsOf: output.appendingPathComponent("users.json")))
         #expect(users.count == 3)
 
         let fresh = Support.temporaryPath()
@@ -187,7 +206,8 @@ import Testing
         defer { Support.removeTemporary(parent) }
         let output = parent.appendingPathComponent("nested/demo")
         _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(output))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: output.deletingLastPathComponent().path) == ["demo"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: output.deletingLastPathComponent().path) == ["demo"])
         #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("users.json").path))
     }
 
@@ -211,10 +231,11 @@ import Testing
             try SyntheticFaces.generate(configuration: Support.smallConfiguration(file))
         }
         do {
-            _ = try SyntheticFaces.generate(configuration: Support.smallConfiguration(file.appendingPathComponent("out")))
+            _ = try SyntheticFaces.generate(
+                configuration: Support.smallConfiguration(file.appendingPathComponent("out")))
             Issue.record("writing below a regular file should fail")
         } catch let error as SynthesisError {
-            guard case let .cannotCreateDirectory(path, reason) = error else {
+            guard case .cannotCreateDirectory(let path, let reason) = error else {
                 Issue.record("unexpected error \(error)")
                 return
             }
@@ -233,13 +254,18 @@ import Testing
     }
 
     @Test func jpegWriterRejectsMismatchedBuffersAndQualities() throws {
-        #expect(throws: JPEGWriterError.self) { try JPEGWriter.encode(rgb: [0, 0, 0], width: 2, height: 2, quality: 80) }
+        #expect(throws: JPEGWriterError.self) {
+            try JPEGWriter.encode(rgb: [0, 0, 0], width: 2, height: 2, quality: 80)
+        }
         #expect(throws: JPEGWriterError.self) {
             try JPEGWriter.encode(rgb: [UInt8](repeating: 9, count: 12), width: 2, height: 2, quality: 0)
         }
         let gradient = (0..<(16 * 16 * 3)).map { UInt8($0 % 256) }
-        let image = try #require(Support.decodeJPEG(try JPEGWriter.encode(rgb: gradient, width: 16, height: 16,
-                                                                          quality: 95)))
+        let image = try #require(
+            Support.decodeJPEG(
+                try JPEGWriter.encode(
+                    rgb: gradient, width: 16, height: 16,
+                    quality: 95)))
         #expect(image.width == 16 && image.height == 16)
         #expect(Support.distance(image.rgb, gradient) < 0.08)
     }
