@@ -262,15 +262,26 @@ public enum SyntheticFaces {
         return leftovers.sorted()
     }
 
-    /// The most readable text of a file-system error (the POSIX reason when there is one).
+    /// The most readable text of a file-system error: the POSIX reason when there is one, without a final period.
     private static func reason(_ error: Error) -> String {
         let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain
-        {
-            return String(cString: strerror(Int32(underlying.code)))
+        var text = nsError.localizedDescription
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            text = String(cString: strerror(Int32(underlying.code)))
+        } else if nsError.domain == NSPOSIXErrorDomain {
+            text = String(cString: strerror(Int32(nsError.code)))
+        } else if let cocoa = error as? CocoaError {
+            switch cocoa.code {
+            case .fileNoSuchFile, .fileReadNoSuchFile: text = "a folder on the path does not exist or cannot be created"
+            case .fileWriteNoPermission, .fileReadNoPermission: text = "permission denied"
+            case .fileWriteVolumeReadOnly: text = "read-only file system"
+            case .fileWriteOutOfSpace: text = "no space left on device"
+            case .fileWriteFileExists: text = "a file is in the way"
+            default: break
+            }
         }
-        if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
-        return nsError.localizedDescription
+        while text.hasSuffix(".") { text.removeLast() }
+        return text
     }
 }
 
