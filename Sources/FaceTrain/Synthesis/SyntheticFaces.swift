@@ -266,7 +266,9 @@ public enum SyntheticFaces {
     private static func reason(_ error: Error) -> String {
         let nsError = error as NSError
         var text = nsError.localizedDescription
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError,
+            underlying.domain == NSPOSIXErrorDomain
+        {
             text = String(cString: strerror(Int32(underlying.code)))
         } else if nsError.domain == NSPOSIXErrorDomain {
             text = String(cString: strerror(Int32(nsError.code)))
