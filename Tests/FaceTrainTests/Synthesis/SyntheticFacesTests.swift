@@ -133,6 +133,28 @@ import Testing
         #expect(meanBetween > meanWithin * 1.08, "within \(meanWithin), between \(meanBetween)")
         // Nuisance must be strong: photos of one person are not near-copies of each other.
         #expect(meanWithin > 0.1, "photos of one person vary too little (\(meanWithin))")
+
+        // Leave-one-out nearest centroid on raw pixels: clearly above chance (1/6), clearly below perfect.
+        var correct = 0
+        for (index, sample) in samples.enumerated() {
+            var best = (distance: Double.infinity, label: 0)
+            for label in Set(samples.map(\.label)) {
+                let members = samples.indices.filter { samples[$0].label == label && $0 != index }
+                var centroid = [Double](repeating: 0, count: images[index].count)
+                for member in members {
+                    for pixel in centroid.indices { centroid[pixel] += Double(images[member][pixel]) / 255 }
+                }
+                var distance = 0.0
+                for pixel in centroid.indices {
+                    let difference = centroid[pixel] / Double(members.count) - Double(images[index][pixel]) / 255
+                    distance += difference * difference
+                }
+                if distance < best.distance { best = (distance, label) }
+            }
+            if best.label == sample.label { correct += 1 }
+        }
+        let accuracy = Double(correct) / Double(samples.count)
+        #expect(accuracy > 0.25 && accuracy < 0.9, "nearest-centroid accuracy \(accuracy)")
     }
 
     @Test func nonFacesLookLessLikeTheAverageFaceThanFacesDo() {
