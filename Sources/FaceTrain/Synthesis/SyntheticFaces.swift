@@ -111,7 +111,10 @@ public enum SyntheticFaces {
     }
 
     /// The crop of one sample as `size`×`size` interleaved 8-bit RGB, and the JPEG quality its camera uses.
+    ///
+    /// Renders in memory, for tests that want pixels without files; sizes below 1 are treated as 1.
     public static func render(_ sample: SyntheticSample, seed: UInt64, size: Int) -> (rgb: [UInt8], jpegQuality: Int) {
+        let size = max(1, min(size, SynthesisConfiguration.maximumImageSize * 4))
         if sample.label == nonFaceLabel {
             var random = SynthesisRandom(seed: seed, stream: Stream.nonFace.rawValue, indices: sample.identity)
             return NonFaceRenderer.render(size: size, random: &random)
