@@ -5,7 +5,8 @@ import Testing
 
 @Suite struct SynthCommandTests {
     @Test func parsesDefaultsAndOptions() throws {
-        let arguments = try ParsedArguments(["--out", "x", "--users", "3", "--seed=9", "--force"], specs: Synth.options)
+        let arguments = try ParsedArguments(
+            ["--out", "x", "--users", "3", "--seed=9", "--force"], specs: Synth.options)
         let command = try Synth(arguments: arguments)
         #expect(command.configuration.userCount == 3)
         #expect(command.configuration.imagesPerUser == 25)
@@ -16,8 +17,10 @@ import Testing
     }
 
     @Test func rejectsInvalidCountsAsUsageErrors() throws {
-        for bad in [["--out", "x", "--users", "0"], ["--out", "x", "--size", "4"], ["--users", "2"],
-                    ["--out", "x", "--negatives", "-1"], ["--out", "x", "--seed", "-3"]] {
+        for bad in [
+            ["--out", "x", "--users", "0"], ["--out", "x", "--size", "4"], ["--users", "2"],
+            ["--out", "x", "--negatives", "-1"], ["--out", "x", "--seed", "-3"],
+        ] {
             #expect(throws: UsageError.self) {
                 _ = try Synth(arguments: try ParsedArguments(bad, specs: Synth.options))
             }
@@ -29,8 +32,10 @@ import Testing
             .appendingPathComponent("synth-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("demo").path
-        let arguments = ["synth", "--out", out, "--users", "2", "--per-user", "2", "--negatives", "2",
-                         "--unknown-identities", "1", "--per-unknown", "2", "--size", "32"]
+        let arguments = [
+            "synth", "--out", out, "--users", "2", "--per-user", "2", "--negatives", "2",
+            "--unknown-identities", "1", "--per-unknown", "2", "--size", "32",
+        ]
         #expect(FaceTrainCommand.run(arguments) == .success)
         let users = try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent("users.json"))
         #expect(String(decoding: users, as: UTF8.self).contains("\"id\" : 4"))

@@ -26,7 +26,7 @@ struct Camera: Sendable {
         gradientX = random.symmetric(0.3)
         gradientY = random.symmetric(0.2)
         blur = random.chance(0.35) ? random.uniform(0.3...1) : 0
-        noise = random.chance(0.3) ? random.uniform(0.03...0.06) : random.uniform(0.004...0.03)
+        noise = random.chance(0.25) ? random.uniform(0.025...0.045) : random.uniform(0.003...0.02)
         jpegQuality = random.integer(50...95)
         noiseSeed = random.next()
     }
@@ -69,7 +69,7 @@ struct Camera: Sendable {
             for channel in 0..<3 {
                 let index = pixel * 3 + channel
                 let value = (image[index] - 0.5) * contrast + 0.5 + shared + random.normal() * noise * 0.5
-                bytes[index] = UInt8(min(255, max(0, (value * 255).rounded())))
+                bytes[index] = value.isNaN ? 0 : UInt8(min(255, max(0, (value * 255).rounded())))
             }
         }
         return bytes

@@ -23,16 +23,18 @@ struct Color: Sendable {
 
     /// `self` moved towards `other` by `amount` (0 = self, 1 = other).
     func mixed(with other: Color, _ amount: Float) -> Color {
-        Color(red + (other.red - red) * amount, green + (other.green - green) * amount,
-              blue + (other.blue - blue) * amount)
+        Color(
+            red + (other.red - red) * amount, green + (other.green - green) * amount,
+            blue + (other.blue - blue) * amount)
     }
 
     /// Each channel scaled by its own random factor in 1 ± `spread`: the same hue family, not the same colour.
     func jittered(_ spread: Float, using random: inout SynthesisRandom) -> Color {
         let brightness = 1 + random.symmetric(spread)
-        return Color(red * (brightness + random.symmetric(spread / 2)),
-                     green * (brightness + random.symmetric(spread / 2)),
-                     blue * (brightness + random.symmetric(spread / 2)))
+        return Color(
+            red * (brightness + random.symmetric(spread / 2)),
+            green * (brightness + random.symmetric(spread / 2)),
+            blue * (brightness + random.symmetric(spread / 2)))
     }
 
     static let black = Color(0, 0, 0)
@@ -61,13 +63,16 @@ struct ViewTransform: Sendable {
     /// The face-space point at the centre of canvas pixel (column, row).
     @inline(__always)
     func facePoint(column: Float, row: Float) -> Point {
-        let dx = (column - originX) / scale, dy = (row - originY) / scale
+        let dx = (column - originX) / scale
+        let dy = (row - originY) / scale
         return Point(cosine * dx + sine * dy, -sine * dx + cosine * dy)
     }
 
     /// The canvas position of a face-space point.
     func canvasPoint(_ point: Point) -> Point {
-        Point(originX + scale * (cosine * point.x - sine * point.y), originY + scale * (sine * point.x + cosine * point.y))
+        Point(
+            originX + scale * (cosine * point.x - sine * point.y), originY + scale * (sine * point.x + cosine * point.y)
+        )
     }
 }
 
@@ -95,14 +100,18 @@ struct Canvas {
     ///   - opacity: peak alpha of the paint.
     ///   - softness: extra edge blur in face units, for shadows, blush and other soft tones.
     ///   - grain: per-pixel brightness variation (hair, beards, fabric), seeded by `grainSeed`.
-    mutating func fill(_ shape: Shape, _ color: Color, opacity: Float = 1, softness: Float = 0, grain: Float = 0,
-                       grainSeed: UInt64 = 0) {
+    mutating func fill(
+        _ shape: Shape, _ color: Color, opacity: Float = 1, softness: Float = 0, grain: Float = 0,
+        grainSeed: UInt64 = 0
+    ) {
         let region = shape.bounds
         let edge = pixelSize + softness
-        let padded = Rect(minX: region.minX - edge, minY: region.minY - edge,
-                          maxX: region.maxX + edge, maxY: region.maxY + edge)
+        let padded = Rect(
+            minX: region.minX - edge, minY: region.minY - edge,
+            maxX: region.maxX + edge, maxY: region.maxY + edge)
         guard let (columns, rows) = canvasRange(of: padded) else { return }
-        let view = self.view, width = self.width
+        let view = self.view
+        let width = self.width
         pixels.withUnsafeMutableBufferPointer { buffer in
             for row in rows {
                 for column in columns {
@@ -124,18 +133,24 @@ struct Canvas {
         }
     }
 
-    /// Canvas columns and rows whose pixels may touch a face-space rectangle.
+    /// Canvas columns and rows whose pixels may touch a face-space rectangle, or nil when none do.
     private func canvasRange(of rect: Rect) -> (Range<Int>, Range<Int>)? {
-        let corners = [Point(rect.minX, rect.minY), Point(rect.maxX, rect.minY),
-                       Point(rect.minX, rect.maxY), Point(rect.maxX, rect.maxY)].map { view.canvasPoint($0) }
-        let limit = Float(max(width, height)) * 4
-        let minColumn = Int(max(0, min(limit, corners.map(\.x).min() ?? 0)).rounded(.down))
-        let maxColumn = Int(max(-1, min(limit, corners.map(\.x).max() ?? 0)).rounded(.up))
-        let minRow = Int(max(0, min(limit, corners.map(\.y).min() ?? 0)).rounded(.down))
-        let maxRow = Int(max(-1, min(limit, corners.map(\.y).max() ?? 0)).rounded(.up))
-        let columns = minColumn..<min(width, maxColumn + 1)
-        let rows = minRow..<min(height, maxRow + 1)
-        return columns.isEmpty || rows.isEmpty ? nil : (columns, rows)
+        let corners = [
+            Point(rect.minX, rect.minY), Point(rect.maxX, rect.minY),
+            Point(rect.minX, rect.maxY), Point(rect.maxX, rect.maxY),
+        ].map { view.canvasPoint($0) }
+        let xs = corners.map(\.x)
+        let ys = corners.map(\.y)
+        guard let minX = xs.min(), let maxX = xs.max(), let minY = ys.min(), let maxY = ys.max(),
+            maxX >= 0, maxY >= 0, minX < Float(width), minY < Float(height)
+        else { return nil }
+        // Clamped in floating point first: huge or infinite bounds must not overflow Int.
+        let firstColumn = Int(max(0, minX).rounded(.down))
+        let lastColumn = Int(min(Float(width - 1), maxX).rounded(.up))
+        let firstRow = Int(max(0, minY).rounded(.down))
+        let lastRow = Int(min(Float(height - 1), maxY).rounded(.up))
+        guard firstColumn <= lastColumn, firstRow <= lastRow else { return nil }
+        return (firstColumn..<(lastColumn + 1), firstRow..<(lastRow + 1))
     }
 
     /// Replaces every pixel with `shader(column, row, current colour)`; for backgrounds and lighting passes.
@@ -143,12 +158,15 @@ struct Canvas {
     /// With `block` > 1 the shader runs once per `block`×`block` square (at its first pixel) and fills the
     /// square: for smooth scenery that needs no supersampling, at a fraction of the cost.
     mutating func shade(block: Int = 1, _ shader: (Int, Int, Color) -> Color) {
-        let width = self.width, height = self.height, block = max(1, block)
+        let width = self.width
+        let height = self.height
+        let block = max(1, block)
         pixels.withUnsafeMutableBufferPointer { buffer in
             for blockRow in stride(from: 0, to: height, by: block) {
                 for blockColumn in stride(from: 0, to: width, by: block) {
                     let first = (blockRow * width + blockColumn) * 3
-                    let result = shader(blockColumn, blockRow, Color(buffer[first], buffer[first + 1], buffer[first + 2]))
+                    let result = shader(
+                        blockColumn, blockRow, Color(buffer[first], buffer[first + 1], buffer[first + 2]))
                     for row in blockRow..<min(height, blockRow + block) {
                         for column in blockColumn..<min(width, blockColumn + block) {
                             let offset = (row * width + column) * 3
@@ -164,7 +182,8 @@ struct Canvas {
 
     /// A deterministic value in [-1, 1] per pixel and seed: fine-grained texture without a random stream.
     static func hashNoise(_ column: Int, _ row: Int, _ seed: UInt64) -> Float {
-        let key = UInt64(truncatingIfNeeded: column) &* 0x9E37_79B9_7F4A_7C15
+        let key =
+            UInt64(truncatingIfNeeded: column) &* 0x9E37_79B9_7F4A_7C15
             ^ UInt64(truncatingIfNeeded: row) &* 0xC2B2_AE3D_27D4_EB4F ^ seed
         return Float(SynthesisRandom.mix(key) >> 40) * (2 / 16_777_216) - 1
     }
@@ -183,9 +202,12 @@ struct ValueNoise {
 
     /// The field at (u, v) in [0, 1]², in [0, 1].
     func value(_ u: Float, _ v: Float) -> Float {
-        let x = min(max(u, 0), 1) * Float(cells), y = min(max(v, 0), 1) * Float(cells)
-        let column = min(Int(x), cells - 1), row = min(Int(y), cells - 1)
-        var fx = x - Float(column), fy = y - Float(row)
+        let x = min(max(u, 0), 1) * Float(cells)
+        let y = min(max(v, 0), 1) * Float(cells)
+        let column = min(Int(x), cells - 1)
+        let row = min(Int(y), cells - 1)
+        var fx = x - Float(column)
+        var fy = y - Float(row)
         fx = fx * fx * (3 - 2 * fx)
         fy = fy * fy * (3 - 2 * fy)
         let stride = cells + 1
@@ -206,7 +228,9 @@ struct FractalNoise {
     }
 
     func value(_ u: Float, _ v: Float) -> Float {
-        var total: Float = 0, weight: Float = 1, weights: Float = 0
+        var total: Float = 0
+        var weight: Float = 1
+        var weights: Float = 0
         for octave in octaves {
             total += octave.value(u, v) * weight
             weights += weight

@@ -98,18 +98,21 @@ struct FaceIdentity: Sendable {
         facialHair = random.chance(0.3) ? random.element(of: FacialHair.allCases) : nil
         if random.chance(0.28) {
             let radius = eyeSize * random.uniform(1.45...1.9)
-            glasses = Glasses(radiusX: radius, radiusY: radius * random.uniform(0.65...1.0),
-                              thickness: random.uniform(0.01...0.03),
-                              frame: random.element(of: Self.frameColors), tint: random.chance(0.2) ? 0.35 : 0)
+            glasses = Glasses(
+                radiusX: radius, radiusY: radius * random.uniform(0.65...1.0),
+                thickness: random.uniform(0.01...0.03),
+                frame: random.element(of: Self.frameColors), tint: random.chance(0.2) ? 0.35 : 0)
         }
         mole = random.chance(0.3) ? Point(random.symmetric(0.4), random.uniform(-0.05...0.5)) : nil
     }
 
     /// Skin tones from very light to very dark; `position` in [0, 1] interpolates between neighbours.
     static func skinTone(_ position: Float) -> Color {
-        let tones = [Color(bytes: 255, 226, 204), Color(bytes: 241, 198, 170), Color(bytes: 224, 172, 128),
-                     Color(bytes: 198, 140, 96), Color(bytes: 160, 104, 66), Color(bytes: 118, 74, 46),
-                     Color(bytes: 82, 52, 36)]
+        let tones = [
+            Color(bytes: 255, 226, 204), Color(bytes: 241, 198, 170), Color(bytes: 224, 172, 128),
+            Color(bytes: 198, 140, 96), Color(bytes: 160, 104, 66), Color(bytes: 118, 74, 46),
+            Color(bytes: 82, 52, 36),
+        ]
         let scaled = min(max(position, 0), 0.9999) * Float(tones.count - 1)
         let index = Int(scaled)
         return tones[index].mixed(with: tones[index + 1], scaled - Float(index))

@@ -60,15 +60,19 @@ enum FaceRenderer {
     static let baseZoom: Float = 1.15
 
     /// `size`×`size` RGB bytes, row-major, of `identity` photographed under `conditions`.
-    static func render(identity: FaceIdentity, conditions: PhotoConditions, size: Int,
-                       random: inout SynthesisRandom) -> [UInt8] {
+    static func render(
+        identity: FaceIdentity, conditions: PhotoConditions, size: Int,
+        random: inout SynthesisRandom
+    ) -> [UInt8] {
         let canvasSize = size * supersampling
         let half = Float(canvasSize) / 2
-        var canvas = Canvas(width: canvasSize, height: canvasSize,
-                            view: ViewTransform(scale: half, angle: 0, originX: half, originY: half))
+        var canvas = Canvas(
+            width: canvasSize, height: canvasSize,
+            view: ViewTransform(scale: half, angle: 0, originX: half, originY: half))
         Background.paint(&canvas, using: &random)
-        canvas.view = ViewTransform(scale: half * baseZoom * conditions.scale, angle: conditions.roll,
-                                    originX: half * (1 + conditions.shiftX), originY: half * (1 + conditions.shiftY))
+        canvas.view = ViewTransform(
+            scale: half * baseZoom * conditions.scale, angle: conditions.roll,
+            originX: half * (1 + conditions.shiftX), originY: half * (1 + conditions.shiftY))
         var painter = FacePainter(identity: identity, conditions: conditions, grainSeed: random.next())
         painter.paint(on: &canvas)
         return conditions.camera.develop(canvas, size: size, factor: supersampling)
@@ -108,8 +112,9 @@ private struct FacePainter {
     var eyeShift: Float { photo.yaw * 0.11 }
     var hairCenter: Point { Point(faceCenterX + photo.yaw * 0.03, -0.06) }
     var faceShape: Shape {
-        .faceOutline(center: Point(faceCenterX, 0), radiusX: person.faceWidth, radiusY: person.faceHeight,
-                     taper: person.jawTaper)
+        .faceOutline(
+            center: Point(faceCenterX, 0), radiusX: person.faceWidth, radiusY: person.faceHeight,
+            taper: person.jawTaper)
     }
 
     mutating func paint(on canvas: inout Canvas) {
@@ -132,13 +137,18 @@ private struct FacePainter {
 
     private func paintBody(on canvas: inout Canvas) {
         let bottom = person.faceHeight
-        canvas.fill(.ellipse(center: Point(0, bottom + 0.78), radiusX: 1.35, radiusY: 0.55, angle: 0), photo.clothing,
-                    grain: 0.05, grainSeed: grainSeed &+ 1)
-        let neck = Shape.rectangle(Rect(minX: -person.faceWidth * 0.52, minY: 0.1,
-                                        maxX: person.faceWidth * 0.52, maxY: bottom + 0.45))
+        canvas.fill(
+            .ellipse(center: Point(0, bottom + 0.78), radiusX: 1.35, radiusY: 0.55, angle: 0), photo.clothing,
+            grain: 0.05, grainSeed: grainSeed &+ 1)
+        let neck = Shape.rectangle(
+            Rect(
+                minX: -person.faceWidth * 0.52, minY: 0.1,
+                maxX: person.faceWidth * 0.52, maxY: bottom + 0.45))
         canvas.fill(neck, skin * 0.86)
-        canvas.fill(.ellipse(center: Point(faceCenterX, bottom * 0.98), radiusX: person.faceWidth * 0.7,
-                             radiusY: 0.12, angle: 0), .black, opacity: 0.35, softness: 0.1)
+        canvas.fill(
+            .ellipse(
+                center: Point(faceCenterX, bottom * 0.98), radiusX: person.faceWidth * 0.7,
+                radiusY: 0.12, angle: 0), .black, opacity: 0.35, softness: 0.1)
     }
 
     private func paintHairBehind(on canvas: inout Canvas) {
@@ -146,8 +156,9 @@ private struct FacePainter {
         let head = Shape.ellipse(center: hairCenter, radiusX: hairRadiusX, radiusY: hairRadiusY, angle: 0)
         switch person.hairStyle {
         case .long:
-            let lower = Shape.ellipse(center: Point(faceCenterX, 0.3), radiusX: person.faceWidth * 1.32,
-                                      radiusY: person.faceHeight * 1.2, angle: 0)
+            let lower = Shape.ellipse(
+                center: Point(faceCenterX, 0.3), radiusX: person.faceWidth * 1.32,
+                radiusY: person.faceHeight * 1.2, angle: 0)
             canvas.fill(.union(head, lower), hair, grain: 0.12, grainSeed: grainSeed &+ 2)
         case .curly:
             // A bumpy outline: discs around the top of the head.
@@ -156,14 +167,17 @@ private struct FacePainter {
                 let center = hairCenter + Point(cosf(angle) * hairRadiusX, sinf(angle) * hairRadiusY)
                 canvas.fill(.ellipse(center: center, radiusX: 0.13, radiusY: 0.13, angle: 0), hair)
             }
-            canvas.fill(.intersection(head, .above(Curve(centerX: 0, halfWidth: 1, base: 0.15, bend: 0))), hair,
-                        grain: 0.25, grainSeed: grainSeed &+ 2)
+            canvas.fill(
+                .intersection(head, .above(Curve(centerX: 0, halfWidth: 1, base: 0.15, bend: 0))), hair,
+                grain: 0.25, grainSeed: grainSeed &+ 2)
         case .short, .fringe:
-            canvas.fill(.intersection(head, .above(Curve(centerX: 0, halfWidth: 1, base: eyeY, bend: 0))), hair,
-                        grain: 0.12, grainSeed: grainSeed &+ 2)
+            canvas.fill(
+                .intersection(head, .above(Curve(centerX: 0, halfWidth: 1, base: eyeY, bend: 0))), hair,
+                grain: 0.12, grainSeed: grainSeed &+ 2)
         case .bald:
             // A fringe of hair around the sides, above the ears.
-            let sides = Shape.intersection(head, .rectangle(Rect(minX: -2, minY: eyeY - 0.2, maxX: 2, maxY: eyeY + 0.15)))
+            let sides = Shape.intersection(
+                head, .rectangle(Rect(minX: -2, minY: eyeY - 0.2, maxX: 2, maxY: eyeY + 0.15)))
             canvas.fill(sides, hair, opacity: 0.9, grain: 0.15, grainSeed: grainSeed &+ 2)
         }
     }
@@ -174,10 +188,14 @@ private struct FacePainter {
             let x = faceCenterX + side * person.faceWidth * 0.98 - photo.yaw * 0.06
             let center = Point(x, eyeY + 0.1)
             let radiusX = 0.065 * person.earSize * (1 + side * photo.yaw * 0.8)
-            canvas.fill(.ellipse(center: center, radiusX: max(0.01, radiusX), radiusY: 0.13 * person.earSize,
-                                 angle: side * 0.15), skin * 0.93)
-            canvas.fill(.ellipse(center: center + Point(side * 0.01, 0), radiusX: max(0.005, radiusX * 0.5),
-                                 radiusY: 0.08 * person.earSize, angle: 0), skin * 0.7, opacity: 0.6, softness: 0.02)
+            canvas.fill(
+                .ellipse(
+                    center: center, radiusX: max(0.01, radiusX), radiusY: 0.13 * person.earSize,
+                    angle: side * 0.15), skin * 0.93)
+            canvas.fill(
+                .ellipse(
+                    center: center + Point(side * 0.01, 0), radiusX: max(0.005, radiusX * 0.5),
+                    radiusY: 0.08 * person.earSize, angle: 0), skin * 0.7, opacity: 0.6, softness: 0.02)
         }
     }
 
@@ -185,12 +203,16 @@ private struct FacePainter {
         let cheekY = eyeY + person.noseLength * 0.75
         for side: Float in [-1, 1] {
             let eyeCenter = Point(side * person.eyeSpacing + eyeShift, eyeY)
-            canvas.fill(.ellipse(center: eyeCenter + Point(0, -0.01), radiusX: person.eyeSize * 1.5,
-                                 radiusY: person.eyeSize * 1.1, angle: 0), skin * 0.72, opacity: 0.45, softness: 0.05)
+            canvas.fill(
+                .ellipse(
+                    center: eyeCenter + Point(0, -0.01), radiusX: person.eyeSize * 1.5,
+                    radiusY: person.eyeSize * 1.1, angle: 0), skin * 0.72, opacity: 0.45, softness: 0.05)
             if person.blush > 0.02 {
-                canvas.fill(.ellipse(center: Point(side * person.eyeSpacing * 1.1 + eyeShift, cheekY), radiusX: 0.1,
-                                     radiusY: 0.07, angle: 0), Color(bytes: 200, 80, 80), opacity: person.blush,
-                            softness: 0.08)
+                canvas.fill(
+                    .ellipse(
+                        center: Point(side * person.eyeSpacing * 1.1 + eyeShift, cheekY), radiusX: 0.1,
+                        radiusY: 0.07, angle: 0), Color(bytes: 200, 80, 80), opacity: person.blush,
+                    softness: 0.08)
             }
         }
         if let mole = person.mole {
@@ -206,23 +228,31 @@ private struct FacePainter {
         switch style {
         case .beard, .stubble:
             // Below a line that runs under the cheekbones and rises to the sideburns.
-            let line = Curve(centerX: faceCenterX, halfWidth: person.faceWidth, base: noseTip.y + 0.07,
-                             bend: -(noseTip.y + 0.07 - eyeY - 0.2) * 0.6)
-            let opacity: Float = style == .beard ? 0.9 : 0.28
-            canvas.fill(.intersection(faceShape, .below(line)), hair, opacity: opacity, softness: 0.03,
-                        grain: 0.15, grainSeed: grainSeed &+ 3)
+            // Over the upper lip in the middle, rising along the cheeks to the sideburns.
+            let line = Curve(
+                centerX: faceCenterX, halfWidth: person.faceWidth, base: mouthY - person.upperLip - 0.05,
+                bend: -(mouthY - person.upperLip - 0.05 - noseTip.y + 0.02))
+            let opacity: Float = style == .beard ? 0.85 : 0.28
+            canvas.fill(
+                .intersection(faceShape, .below(line)), hair, opacity: opacity, softness: 0.03,
+                grain: 0.15, grainSeed: grainSeed &+ 3)
             if style == .beard {
-                canvas.fill(.ellipse(center: Point(mouthCenter.x, mouthY + 0.02), radiusX: person.mouthWidth * 0.6,
-                                     radiusY: 0.07, angle: 0), skin.mixed(with: hair, 0.5), opacity: 0.5, softness: 0.03)
+                canvas.fill(
+                    .ellipse(
+                        center: Point(mouthCenter.x, mouthY + 0.01), radiusX: person.mouthWidth * 0.55,
+                        radiusY: 0.05, angle: 0), skin.mixed(with: hair, 0.4), opacity: 0.6, softness: 0.02)
             }
         case .moustache:
             let halfWidth = person.mouthWidth * 0.56
-            let top = Curve(centerX: mouthCenter.x, halfWidth: halfWidth, base: mouthY - person.upperLip - 0.075,
-                            bend: 0.03)
-            let bottom = Curve(centerX: mouthCenter.x, halfWidth: halfWidth, base: mouthY - person.upperLip - 0.005,
-                               bend: 0.045)
-            canvas.fill(.band(minX: mouthCenter.x - halfWidth, maxX: mouthCenter.x + halfWidth, top: top, bottom: bottom),
-                        hair, opacity: 0.9, softness: 0.01, grain: 0.2, grainSeed: grainSeed &+ 3)
+            let top = Curve(
+                centerX: mouthCenter.x, halfWidth: halfWidth, base: mouthY - person.upperLip - 0.075,
+                bend: 0.03)
+            let bottom = Curve(
+                centerX: mouthCenter.x, halfWidth: halfWidth, base: mouthY - person.upperLip - 0.005,
+                bend: 0.045)
+            canvas.fill(
+                .band(minX: mouthCenter.x - halfWidth, maxX: mouthCenter.x + halfWidth, top: top, bottom: bottom),
+                hair, opacity: 0.9, softness: 0.01, grain: 0.2, grainSeed: grainSeed &+ 3)
         }
     }
 
@@ -243,12 +273,21 @@ private struct FacePainter {
         canvas.fill(white, Color(0.92, 0.9, 0.87))
         let irisCenter = center + photo.gaze
         let irisRadius = person.eyeSize * 0.5
-        canvas.fill(.intersection(white, .ellipse(center: irisCenter, radiusX: irisRadius * (radiusX / person.eyeSize),
-                                                  radiusY: irisRadius, angle: 0)), person.iris)
-        canvas.fill(.intersection(white, .ellipse(center: irisCenter, radiusX: irisRadius * 0.45,
-                                                  radiusY: irisRadius * 0.45, angle: 0)), Color(0.04, 0.03, 0.03))
+        canvas.fill(
+            .intersection(
+                white,
+                .ellipse(
+                    center: irisCenter, radiusX: irisRadius * (radiusX / person.eyeSize),
+                    radiusY: irisRadius, angle: 0)), person.iris)
+        canvas.fill(
+            .intersection(
+                white,
+                .ellipse(
+                    center: irisCenter, radiusX: irisRadius * 0.45,
+                    radiusY: irisRadius * 0.45, angle: 0)), Color(0.04, 0.03, 0.03))
         // Upper lid: the top arc of the eye, drawn dark (lashes and lid crease).
-        let cosine = cosf(angle), sine = sinf(angle)
+        let cosine = cosf(angle)
+        let sine = sinf(angle)
         let lid = stride(from: Float(-1), through: 1, by: 0.5).map { t -> Point in
             let local = Point(radiusX * t, -radiusY * (1 - t * t).squareRoot())
             return center + Point(cosine * local.x - sine * local.y, sine * local.x + cosine * local.y)
@@ -257,13 +296,16 @@ private struct FacePainter {
     }
 
     private func paintBrow(side: Float, on canvas: inout Canvas) {
-        let spacing = person.eyeSpacing, size = person.eyeSize
+        let spacing = person.eyeSpacing
+        let size = person.eyeSize
         let inner = Point(side * (spacing - size * 0.95) + eyeShift, browY + photo.frown)
         let middle = Point(side * (spacing + size * 0.15) + eyeShift, browY - person.browArch)
         let outer = Point(side * (spacing + size * 1.3) + eyeShift, browY + person.browAngle)
-        canvas.fill(.stroke(points: [inner, middle, outer], startWidth: person.browThickness,
-                            endWidth: person.browThickness * 0.55), person.browColor, opacity: 0.95, grain: 0.15,
-                    grainSeed: grainSeed &+ 4)
+        canvas.fill(
+            .stroke(
+                points: [inner, middle, outer], startWidth: person.browThickness,
+                endWidth: person.browThickness * 0.55), person.browColor, opacity: 0.95, grain: 0.15,
+            grainSeed: grainSeed &+ 4)
     }
 
     private func paintNose(on canvas: inout Canvas) {
@@ -272,15 +314,20 @@ private struct FacePainter {
         let shadowSide: Float = photo.light.x >= 0 ? -1 : 1
         let bridgeTop = Point(eyeShift + shadowSide * 0.035, eyeY + 0.02)
         let bridgeBottom = noseTip + Point(shadowSide * width * 0.45, -0.03)
-        canvas.fill(.stroke(points: [bridgeTop, bridgeBottom], startWidth: 0.03, endWidth: 0.05), skin * 0.7,
-                    opacity: 0.25 + photo.lightStrength * 0.3, softness: 0.03)
-        canvas.fill(.ellipse(center: noseTip + Point(0, 0.035), radiusX: width * 0.55, radiusY: 0.04, angle: 0),
-                    skin * 0.6, opacity: 0.45, softness: 0.025)
-        canvas.fill(.ellipse(center: noseTip, radiusX: width * 0.42, radiusY: width * 0.3, angle: 0), skin * 1.04,
-                    opacity: 0.7, softness: 0.015)
+        canvas.fill(
+            .stroke(points: [bridgeTop, bridgeBottom], startWidth: 0.03, endWidth: 0.05), skin * 0.7,
+            opacity: 0.25 + photo.lightStrength * 0.3, softness: 0.03)
+        canvas.fill(
+            .ellipse(center: noseTip + Point(0, 0.035), radiusX: width * 0.55, radiusY: 0.04, angle: 0),
+            skin * 0.6, opacity: 0.45, softness: 0.025)
+        canvas.fill(
+            .ellipse(center: noseTip, radiusX: width * 0.42, radiusY: width * 0.3, angle: 0), skin * 1.04,
+            opacity: 0.7, softness: 0.015)
         for side: Float in [-1, 1] {
-            canvas.fill(.ellipse(center: noseTip + Point(side * width * 0.3, width * 0.2), radiusX: width * 0.15,
-                                 radiusY: width * 0.08, angle: side * 0.3), skin * 0.3, opacity: 0.85)
+            canvas.fill(
+                .ellipse(
+                    center: noseTip + Point(side * width * 0.3, width * 0.2), radiusX: width * 0.15,
+                    radiusY: width * 0.08, angle: side * 0.3), skin * 0.3, opacity: 0.85)
         }
     }
 
@@ -288,7 +335,9 @@ private struct FacePainter {
         let smile = person.restingSmile + photo.smile
         let lift = smile * 0.04
         let halfWidth = person.mouthWidth / 2 * (1 + 0.12 * smile) * max(0.6, 1 - abs(photo.yaw) * 0.4)
-        let x = mouthCenter.x, y = mouthCenter.y, open = photo.mouthOpen
+        let x = mouthCenter.x
+        let y = mouthCenter.y
+        let open = photo.mouthOpen
         func curve(_ base: Float, _ bend: Float) -> Curve {
             Curve(centerX: x, halfWidth: halfWidth, base: base, bend: bend)
         }
@@ -296,7 +345,8 @@ private struct FacePainter {
         let innerBottom = curve(y + open / 2, -open / 2 - lift)
         let lipTop = curve(y - open / 2 - person.upperLip, open / 2 - lift + person.upperLip)
         let lipBottom = curve(y + open / 2 + person.lowerLip, -open / 2 - lift - person.lowerLip)
-        let minX = x - halfWidth, maxX = x + halfWidth
+        let minX = x - halfWidth
+        let maxX = x + halfWidth
         canvas.fill(.band(minX: minX, maxX: maxX, top: lipTop, bottom: innerTop), person.lipColor * 0.85)
         canvas.fill(.band(minX: minX, maxX: maxX, top: innerBottom, bottom: lipBottom), person.lipColor)
         if open > 0 {
@@ -324,21 +374,27 @@ private struct FacePainter {
         case .fringe:
             hairline = Curve(centerX: hairCenter.x, halfWidth: person.faceWidth, base: browY - 0.05, bend: 0.08)
         case .short, .long, .curly:
-            hairline = Curve(centerX: hairCenter.x, halfWidth: person.faceWidth, base: -person.faceHeight * person.hairline,
-                             bend: person.hairlineBend * person.faceHeight)
+            hairline = Curve(
+                centerX: hairCenter.x, halfWidth: person.faceWidth, base: -person.faceHeight * person.hairline,
+                bend: person.hairlineBend * person.faceHeight)
         }
         canvas.fill(.intersection(head, .above(hairline)), hair, softness: 0.01, grain: 0.12, grainSeed: grainSeed &+ 2)
         // A soft highlight where the light catches the top of the head.
-        canvas.fill(.ellipse(center: hairCenter + Point(photo.light.x * 0.3, -hairRadiusY * 0.6), radiusX: 0.25,
-                             radiusY: 0.1, angle: 0), hair.mixed(with: .white, 0.4), opacity: 0.25 * photo.lightStrength,
-                    softness: 0.1)
+        canvas.fill(
+            .ellipse(
+                center: hairCenter + Point(photo.light.x * 0.3, -hairRadiusY * 0.6), radiusX: 0.25,
+                radiusY: 0.1, angle: 0), hair.mixed(with: .white, 0.4), opacity: 0.25 * photo.lightStrength,
+            softness: 0.1)
         if person.hairStyle == .long {
             for side: Float in [-1, 1] {
-                let lock = [Point(hairCenter.x + side * person.faceWidth * 0.72, -person.faceHeight * 0.62),
-                            Point(faceCenterX + side * person.faceWidth * 1.0, 0),
-                            Point(faceCenterX + side * person.faceWidth * 1.08, person.faceHeight * 0.9)]
-                canvas.fill(.stroke(points: lock, startWidth: 0.16, endWidth: 0.22), hair, grain: 0.12,
-                            grainSeed: grainSeed &+ 2)
+                let lock = [
+                    Point(hairCenter.x + side * person.faceWidth * 0.72, -person.faceHeight * 0.62),
+                    Point(faceCenterX + side * person.faceWidth * 1.0, 0),
+                    Point(faceCenterX + side * person.faceWidth * 1.08, person.faceHeight * 0.9),
+                ]
+                canvas.fill(
+                    .stroke(points: lock, startWidth: 0.16, endWidth: 0.22), hair, grain: 0.12,
+                    grainSeed: grainSeed &+ 2)
             }
         }
     }
@@ -349,16 +405,21 @@ private struct FacePainter {
             let center = Point(side * person.eyeSpacing + eyeShift, eyeY + 0.005)
             let radiusX = glasses.radiusX * max(0.5, 1 - side * photo.yaw * 0.6)
             if glasses.tint > 0 {
-                canvas.fill(.ellipse(center: center, radiusX: radiusX, radiusY: glasses.radiusY, angle: 0),
-                            Color(0.1, 0.1, 0.12), opacity: glasses.tint)
+                canvas.fill(
+                    .ellipse(center: center, radiusX: radiusX, radiusY: glasses.radiusY, angle: 0),
+                    Color(0.1, 0.1, 0.12), opacity: glasses.tint)
             }
-            canvas.fill(.ring(center: center, radiusX: radiusX, radiusY: glasses.radiusY, thickness: glasses.thickness),
-                        glasses.frame)
+            canvas.fill(
+                .ring(center: center, radiusX: radiusX, radiusY: glasses.radiusY, thickness: glasses.thickness),
+                glasses.frame)
             inner.append(center + Point(-side * radiusX, -glasses.radiusY * 0.25))
-            let temple = [center + Point(side * radiusX, -glasses.radiusY * 0.3),
-                          Point(faceCenterX + side * person.faceWidth * 0.99, eyeY - 0.02)]
-            canvas.fill(.stroke(points: temple, startWidth: glasses.thickness, endWidth: glasses.thickness),
-                        glasses.frame)
+            let temple = [
+                center + Point(side * radiusX, -glasses.radiusY * 0.3),
+                Point(faceCenterX + side * person.faceWidth * 0.99, eyeY - 0.02),
+            ]
+            canvas.fill(
+                .stroke(points: temple, startWidth: glasses.thickness, endWidth: glasses.thickness),
+                glasses.frame)
         }
         let bridge = [inner[0], Point((inner[0].x + inner[1].x) / 2, inner[0].y - 0.02), inner[1]]
         canvas.fill(.stroke(points: bridge, startWidth: glasses.thickness, endWidth: glasses.thickness), glasses.frame)
@@ -369,12 +430,14 @@ private struct FacePainter {
         let light = photo.light
         let depth = (max(0.05, 1 - light.x * light.x - light.y * light.y)).squareRoot()
         let strength = photo.lightStrength
-        let radiusX = person.faceWidth * 1.15, radiusY = person.faceHeight * 1.1
+        let radiusX = person.faceWidth * 1.15
+        let radiusY = person.faceHeight * 1.1
         let view = canvas.view
         let centerX = faceCenterX
         canvas.shade { column, row, color in
             let point = view.facePoint(column: Float(column) + 0.5, row: Float(row) + 0.5)
-            let nx = (point.x - centerX) / radiusX, ny = point.y / radiusY
+            let nx = (point.x - centerX) / radiusX
+            let ny = point.y / radiusY
             let radiusSquared = nx * nx + ny * ny
             guard radiusSquared < 1 else { return color }
             let nz = (1 - radiusSquared).squareRoot()

@@ -25,8 +25,9 @@ public enum JPEGWriter {
         var buffer: UnsafeMutablePointer<UInt8>? = nil
         var size: UInt = 0
         let status = pixels.withUnsafeBufferPointer { source in
-            tjCompress2(handle, source.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &buffer,
-                        &size, Int32(TJSAMP_420.rawValue), Int32(quality), 0)
+            tjCompress2(
+                handle, source.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &buffer,
+                &size, Int32(TJSAMP_420.rawValue), Int32(quality), 0)
         }
         defer { if let buffer { tjFree(buffer) } }
         guard status == 0, let buffer else {

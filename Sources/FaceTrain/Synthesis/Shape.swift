@@ -26,13 +26,15 @@ struct Rect: Sendable {
     static let everything = Rect(minX: -1e6, minY: -1e6, maxX: 1e6, maxY: 1e6)
 
     func intersection(_ other: Rect) -> Rect {
-        Rect(minX: max(minX, other.minX), minY: max(minY, other.minY),
-             maxX: min(maxX, other.maxX), maxY: min(maxY, other.maxY))
+        Rect(
+            minX: max(minX, other.minX), minY: max(minY, other.minY),
+            maxX: min(maxX, other.maxX), maxY: min(maxY, other.maxY))
     }
 
     func union(_ other: Rect) -> Rect {
-        Rect(minX: min(minX, other.minX), minY: min(minY, other.minY),
-             maxX: max(maxX, other.maxX), maxY: max(maxY, other.maxY))
+        Rect(
+            minX: min(minX, other.minX), minY: min(minY, other.minY),
+            maxX: max(maxX, other.maxX), maxY: max(maxY, other.maxY))
     }
 }
 
@@ -83,34 +85,34 @@ indirect enum Shape: Sendable {
     /// Approximate signed distance from `point` to the region's edge: negative inside.
     func distance(_ point: Point) -> Float {
         switch self {
-        case let .orientedEllipse(center, radiusX, radiusY, cosine, sine):
+        case .orientedEllipse(let center, let radiusX, let radiusY, let cosine, let sine):
             let offset = point - center
             let local = Point(cosine * offset.x + sine * offset.y, -sine * offset.x + cosine * offset.y)
             return Self.ellipseDistance(local, radiusX, radiusY)
-        case let .faceOutline(center, radiusX, radiusY, taper):
+        case .faceOutline(let center, let radiusX, let radiusY, let taper):
             let offset = point - center
             let lower = max(0, offset.y / radiusY)
             let width = radiusX * max(0.2, 1 - taper * lower * lower)
             return Self.ellipseDistance(offset, width, radiusY)
-        case let .ring(center, radiusX, radiusY, thickness):
+        case .ring(let center, let radiusX, let radiusY, let thickness):
             return abs(Self.ellipseDistance(point - center, radiusX, radiusY)) - thickness / 2
-        case let .stroke(points, startWidth, endWidth):
+        case .stroke(let points, let startWidth, let endWidth):
             return Self.strokeDistance(point, points, startWidth, endWidth)
-        case let .band(minX, maxX, top, bottom):
+        case .band(let minX, let maxX, let top, let bottom):
             let horizontal = max(minX - point.x, point.x - maxX)
             let vertical = max(top.y(at: point.x) - point.y, point.y - bottom.y(at: point.x))
             return max(horizontal, vertical)
-        case let .below(curve):
+        case .below(let curve):
             return curve.y(at: point.x) - point.y
-        case let .above(curve):
+        case .above(let curve):
             return point.y - curve.y(at: point.x)
-        case let .rectangle(rect):
+        case .rectangle(let rect):
             return max(max(rect.minX - point.x, point.x - rect.maxX), max(rect.minY - point.y, point.y - rect.maxY))
-        case let .intersection(first, second):
+        case .intersection(let first, let second):
             return max(first.distance(point), second.distance(point))
-        case let .union(first, second):
+        case .union(let first, let second):
             return min(first.distance(point), second.distance(point))
-        case let .subtraction(first, second):
+        case .subtraction(let first, let second):
             return max(first.distance(point), -second.distance(point))
         }
     }
@@ -118,44 +120,54 @@ indirect enum Shape: Sendable {
     /// A face-space rectangle outside which the shape covers nothing.
     var bounds: Rect {
         switch self {
-        case let .orientedEllipse(center, radiusX, radiusY, _, _):
-            let radius = max(radiusX, radiusY)
-            return Rect(minX: center.x - radius, minY: center.y - radius, maxX: center.x + radius, maxY: center.y + radius)
-        case let .faceOutline(center, radiusX, radiusY, _):
-            return Rect(minX: center.x - radiusX, minY: center.y - radiusY,
-                        maxX: center.x + radiusX, maxY: center.y + radiusY)
-        case let .ring(center, radiusX, radiusY, thickness):
-            return Rect(minX: center.x - radiusX - thickness, minY: center.y - radiusY - thickness,
-                        maxX: center.x + radiusX + thickness, maxY: center.y + radiusY + thickness)
-        case let .stroke(points, startWidth, endWidth):
+        case .orientedEllipse(let center, let radiusX, let radiusY, let cosine, let sine):
+            let halfWidth = (radiusX * radiusX * cosine * cosine + radiusY * radiusY * sine * sine).squareRoot()
+            let halfHeight = (radiusX * radiusX * sine * sine + radiusY * radiusY * cosine * cosine).squareRoot()
+            return Rect(
+                minX: center.x - halfWidth, minY: center.y - halfHeight,
+                maxX: center.x + halfWidth, maxY: center.y + halfHeight)
+        case .faceOutline(let center, let radiusX, let radiusY, _):
+            return Rect(
+                minX: center.x - radiusX, minY: center.y - radiusY,
+                maxX: center.x + radiusX, maxY: center.y + radiusY)
+        case .ring(let center, let radiusX, let radiusY, let thickness):
+            return Rect(
+                minX: center.x - radiusX - thickness, minY: center.y - radiusY - thickness,
+                maxX: center.x + radiusX + thickness, maxY: center.y + radiusY + thickness)
+        case .stroke(let points, let startWidth, let endWidth):
             let pad = max(startWidth, endWidth) / 2
             var rect = Rect(minX: .infinity, minY: .infinity, maxX: -.infinity, maxY: -.infinity)
             for point in points {
-                rect = rect.union(Rect(minX: point.x - pad, minY: point.y - pad, maxX: point.x + pad, maxY: point.y + pad))
+                rect = rect.union(
+                    Rect(minX: point.x - pad, minY: point.y - pad, maxX: point.x + pad, maxY: point.y + pad))
             }
             return rect
-        case let .band(minX, maxX, top, bottom):
-            let ys = [top.y(at: minX), top.y(at: maxX), top.y(at: top.centerX),
-                      bottom.y(at: minX), bottom.y(at: maxX), bottom.y(at: bottom.centerX)]
+        case .band(let minX, let maxX, let top, let bottom):
+            let ys = [
+                top.y(at: minX), top.y(at: maxX), top.y(at: top.centerX),
+                bottom.y(at: minX), bottom.y(at: maxX), bottom.y(at: bottom.centerX),
+            ]
             return Rect(minX: minX, minY: ys.min() ?? 0, maxX: maxX, maxY: ys.max() ?? 0)
         case .below, .above:
             return .everything
-        case let .rectangle(rect):
+        case .rectangle(let rect):
             return rect
-        case let .intersection(first, second):
+        case .intersection(let first, let second):
             return first.bounds.intersection(second.bounds)
-        case let .union(first, second):
+        case .union(let first, let second):
             return first.bounds.union(second.bounds)
-        case let .subtraction(first, _):
+        case .subtraction(let first, _):
             return first.bounds
         }
     }
 
     /// First-order distance to an axis-aligned ellipse: (k − 1) / |∇k| with k the normalised radius.
     private static func ellipseDistance(_ offset: Point, _ radiusX: Float, _ radiusY: Float) -> Float {
-        let u = offset.x / radiusX, v = offset.y / radiusY
+        let u = offset.x / radiusX
+        let v = offset.y / radiusY
         let k = (u * u + v * v).squareRoot()
-        let gradientX = u / radiusX, gradientY = v / radiusY
+        let gradientX = u / radiusX
+        let gradientY = v / radiusY
         let gradient = (gradientX * gradientX + gradientY * gradientY).squareRoot()
         if k < 1e-4 || gradient < 1e-6 { return -min(radiusX, radiusY) }
         return (k - 1) * k / gradient
@@ -172,7 +184,8 @@ indirect enum Shape: Sendable {
         var best = Float.infinity
         let segments = Float(points.count - 1)
         for index in 0..<(points.count - 1) {
-            let start = points[index], end = points[index + 1]
+            let start = points[index]
+            let end = points[index + 1]
             let direction = end - start
             let lengthSquared = max(direction.x * direction.x + direction.y * direction.y, 1e-12)
             let offset = point - start

@@ -57,14 +57,19 @@ public struct SynthesisConfiguration: Sendable, Equatable {
         try check(imagesPerUser >= 1, "the images per user must be at least 1, not \(imagesPerUser)")
         try check(nonFaceCount >= 0, "the non-face count cannot be negative (\(nonFaceCount))")
         try check(unknownIdentityCount >= 0, "the unknown-identity count cannot be negative (\(unknownIdentityCount))")
-        try check(imagesPerUnknownIdentity >= 1,
-                  "the images per unknown identity must be at least 1, not \(imagesPerUnknownIdentity)")
-        try check((Self.minimumImageSize...Self.maximumImageSize).contains(imageSize),
-                  "the image size must be within \(Self.minimumImageSize)...\(Self.maximumImageSize), not \(imageSize)")
+        try check(
+            imagesPerUnknownIdentity >= 1,
+            "the images per unknown identity must be at least 1, not \(imagesPerUnknownIdentity)")
+        try check(
+            (Self.minimumImageSize...Self.maximumImageSize).contains(imageSize),
+            "the image size must be within \(Self.minimumImageSize)...\(Self.maximumImageSize), not \(imageSize)")
         let total = userCount.multipliedReportingOverflow(by: imagesPerUser)
         let strangers = unknownIdentityCount.multipliedReportingOverflow(by: imagesPerUnknownIdentity)
-        try check(!total.overflow && !strangers.overflow && total.partialValue + strangers.partialValue + nonFaceCount
-                    <= 10_000_000, "more than 10 million images were requested")
+        try check(
+            !total.overflow && !strangers.overflow
+                && total.partialValue + strangers.partialValue + nonFaceCount
+                    <= 10_000_000,
+            "more than 10 million images were requested")
     }
 }
 
@@ -81,19 +86,19 @@ public enum SynthesisError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .invalidConfiguration(message):
+        case .invalidConfiguration(let message):
             return "Invalid synthesis settings: \(message)."
-        case let .outputNotEmpty(path):
+        case .outputNotEmpty(let path):
             return "The output folder \(path) is not empty.\n"
                 + "HINT: choose a new folder, or pass --force to replace the files this command generates there."
-        case let .outputIsNotDirectory(path):
+        case .outputIsNotDirectory(let path):
             return "The output path \(path) is a file, not a folder.\nHINT: choose a folder path for --out."
-        case let .cannotCreateDirectory(path, reason):
+        case .cannotCreateDirectory(let path, let reason):
             return "Cannot create the folder \(path): \(reason).\n"
                 + "HINT: check that the parent folder exists and is writable, or choose another --out."
-        case let .cannotWrite(path, reason):
+        case .cannotWrite(let path, let reason):
             return "Cannot write \(path): \(reason).\nHINT: check free disk space and permissions of the output folder."
-        case let .encodingFailed(path, reason):
+        case .encodingFailed(let path, let reason):
             return "Cannot encode \(path): \(reason)."
         }
     }

@@ -37,8 +37,13 @@ public struct SynthesisSummary: Sendable {
 /// Deterministic synthetic face crops for demos and tests: per-user folders of one made-up person each, a
 /// class of strangers and a class of non-faces, in the layout `facetrain` trains from.
 ///
+/// Layout: `1/<n>.jpg` not a face; `2/<p>_<n>.jpg` photo n of stranger p; `3/<n>.jpg` … `<N+2>/<n>.jpg`
+/// the users; `users.json` = `[{"id", "name", "position"}]`. A person's traits live in `FaceIdentity`, the
+/// per-photo nuisance in `PhotoConditions` and `Camera`, the non-faces in `NonFaceRenderer`.
+///
 /// Every crop is rendered from its own random stream derived from (seed, class, person, photo), so a run is
-/// byte-identical whatever the thread count, and a larger run extends a smaller one with the same seed.
+/// byte-identical whatever the thread count or build configuration, and a larger run with the same seed
+/// contains the crops of a smaller one.
 public enum SyntheticFaces {
     /// Label of the "not a face" class.
     public static let nonFaceLabel = 1
@@ -51,7 +56,12 @@ public enum SyntheticFaces {
 
     /// Random streams, one per kind of draw, so that changing one count never shifts another stream.
     enum Stream: UInt64 {
-        case userIdentity = 1, unknownIdentity, userPhoto, unknownPhoto, nonFace, userName
+        case userIdentity = 1
+        case unknownIdentity
+        case userPhoto
+        case unknownPhoto
+        case nonFace
+        case userName
     }
 
     /// The users of a data set: ids from `firstUserID`, distinct names while the name lists last.
@@ -66,7 +76,8 @@ public enum SyntheticFaces {
                 if attempt == 63 { name += " \(index + 1)" }
             }
             taken.insert(name)
-            return SyntheticUser(id: firstUserID + index, name: name, position: random.element(of: PeopleNames.positions))
+            return SyntheticUser(
+                id: firstUserID + index, name: name, position: random.element(of: PeopleNames.positions))
         }
     }
 
@@ -76,25 +87,34 @@ public enum SyntheticFaces {
         for user in 0..<max(0, configuration.userCount) {
             let label = firstUserID + user
             for photo in 0..<max(0, configuration.imagesPerUser) {
-                samples.append(SyntheticSample(label: label, identity: user, photo: photo,
-                                               relativePath: "\(label)/\(photo + 1).jpg"))
+                samples.append(
+                    SyntheticSample(
+                        label: label, identity: user, photo: photo,
+                        relativePath: "\(label)/\(photo + 1).jpg"))
             }
         }
         for stranger in 0..<max(0, configuration.unknownIdentityCount) {
             for photo in 0..<max(0, configuration.imagesPerUnknownIdentity) {
-                samples.append(SyntheticSample(label: unknownPersonLabel, identity: stranger, photo: photo,
-                                               relativePath: "\(unknownPersonLabel)/\(stranger + 1)_\(photo + 1).jpg"))
+                samples.append(
+                    SyntheticSample(
+                        label: unknownPersonLabel, identity: stranger, photo: photo,
+                        relativePath: "\(unknownPersonLabel)/\(stranger + 1)_\(photo + 1).jpg"))
             }
         }
         for index in 0..<max(0, configuration.nonFaceCount) {
-            samples.append(SyntheticSample(label: nonFaceLabel, identity: index, photo: 0,
-                                           relativePath: "\(nonFaceLabel)/\(index + 1).jpg"))
+            samples.append(
+                SyntheticSample(
+                    label: nonFaceLabel, identity: index, photo: 0,
+                    relativePath: "\(nonFaceLabel)/\(index + 1).jpg"))
         }
         return samples
     }
 
     /// The crop of one sample as `size`×`size` interleaved 8-bit RGB, and the JPEG quality its camera uses.
+    ///
+    /// Renders in memory, for tests that want pixels without files; sizes below 1 are treated as 1.
     public static func render(_ sample: SyntheticSample, seed: UInt64, size: Int) -> (rgb: [UInt8], jpegQuality: Int) {
+        let size = max(1, min(size, SynthesisConfiguration.maximumImageSize * 4))
         if sample.label == nonFaceLabel {
             var random = SynthesisRandom(seed: seed, stream: Stream.nonFace.rawValue, indices: sample.identity)
             return NonFaceRenderer.render(size: size, random: &random)
@@ -113,10 +133,11 @@ public enum SyntheticFaces {
 
     /// Renders every crop of `configuration` in parallel and writes the data set.
     ///
-    /// A new or empty output folder is filled in a hidden sibling folder and renamed into place at the end, so
-    /// an interrupted run leaves nothing half-written behind. A non-empty folder is refused unless
-    /// `replaceExisting` is set; then each generated file is replaced atomically and other files are kept and
-    /// reported in `SynthesisSummary.leftoverFiles`.
+    /// A new output folder is filled as a hidden sibling folder and renamed into place at the end, so an
+    /// interrupted run leaves nothing half-written behind; an existing empty folder is filled in place, with
+    /// `users.json` written last. A non-empty folder is refused unless `replaceExisting` is set; then each
+    /// generated file is replaced atomically and other files are kept and reported in
+    /// `SynthesisSummary.leftoverFiles`.
     public static func generate(configuration: SynthesisConfiguration) throws -> SynthesisSummary {
         let start = Date()
         try configuration.validate()
@@ -135,29 +156,34 @@ public enum SyntheticFaces {
         }
         if !isEmpty && !configuration.replaceExisting { throw SynthesisError.outputNotEmpty(path: output.path) }
 
-        let staging = isEmpty ? try makeStagingDirectory(for: output) : output
-        do {
-            try write(configuration, into: staging)
-            if isEmpty {
-                if exists { try? fileManager.removeItem(at: output) }
+        if exists {
+            // An existing folder (possibly a symbolic link or a mount point) is filled in place.
+            try write(configuration, into: output)
+        } else {
+            let staging = try makeStagingDirectory(for: output)
+            do {
+                try write(configuration, into: staging)
                 do {
                     try fileManager.moveItem(at: staging, to: output)
                 } catch {
                     throw SynthesisError.cannotWrite(path: output.path, reason: Self.reason(error))
                 }
+            } catch {
+                try? fileManager.removeItem(at: staging)
+                throw error
             }
-        } catch {
-            if isEmpty { try? fileManager.removeItem(at: staging) }
-            throw error
         }
 
         var counts: [Int: Int] = [:]
         let samples = samples(for: configuration)
         for sample in samples { counts[sample.label, default: 0] += 1 }
         let leftovers = isEmpty ? [] : leftoverFiles(in: output, expected: Set(samples.map(\.relativePath)))
-        return SynthesisSummary(outputDirectory: output, users: users(count: configuration.userCount,
-                                                                      seed: configuration.seed),
-                                imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
+        return SynthesisSummary(
+            outputDirectory: output,
+            users: users(
+                count: configuration.userCount,
+                seed: configuration.seed),
+            imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
     }
 
     /// A new hidden folder beside `output`, creating `output`'s parents when needed.
@@ -168,8 +194,8 @@ public enum SyntheticFaces {
         } catch {
             throw SynthesisError.cannotCreateDirectory(path: parent.path, reason: Self.reason(error))
         }
-        let staging = parent.appendingPathComponent(
-            ".\(output.lastPathComponent).partial-\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))")
+        let suffix = "\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
+        let staging = parent.appendingPathComponent(".\(output.lastPathComponent).partial-\(suffix)")
         do {
             try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
         } catch {
@@ -190,7 +216,8 @@ public enum SyntheticFaces {
             }
         }
         let failures = FailureList()
-        let seed = configuration.seed, size = configuration.imageSize
+        let seed = configuration.seed
+        let size = configuration.imageSize
         DispatchQueue.concurrentPerform(iterations: samples.count) { index in
             let sample = samples[index]
             let file = directory.appendingPathComponent(sample.relativePath)
@@ -238,14 +265,28 @@ public enum SyntheticFaces {
         return leftovers.sorted()
     }
 
-    /// The most readable text of a file-system error (the POSIX reason when there is one).
+    /// The most readable text of a file-system error: the POSIX reason when there is one, without a final period.
     private static func reason(_ error: Error) -> String {
         let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(underlying.code)))
+        var text = nsError.localizedDescription
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError,
+            underlying.domain == NSPOSIXErrorDomain
+        {
+            text = String(cString: strerror(Int32(underlying.code)))
+        } else if nsError.domain == NSPOSIXErrorDomain {
+            text = String(cString: strerror(Int32(nsError.code)))
+        } else if let cocoa = error as? CocoaError {
+            switch cocoa.code {
+            case .fileNoSuchFile, .fileReadNoSuchFile: text = "a folder on the path does not exist or cannot be created"
+            case .fileWriteNoPermission, .fileReadNoPermission: text = "permission denied"
+            case .fileWriteVolumeReadOnly: text = "read-only file system"
+            case .fileWriteOutOfSpace: text = "no space left on device"
+            case .fileWriteFileExists: text = "a file is in the way"
+            default: break
+            }
         }
-        if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
-        return nsError.localizedDescription
+        while text.hasSuffix(".") { text.removeLast() }
+        return text
     }
 }
 

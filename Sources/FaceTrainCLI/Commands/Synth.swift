@@ -8,17 +8,21 @@ struct Synth: Command {
     static var options: [OptionSpec] {
         [
             .option("out", "dir", "Folder to create: <id>/<n>.jpg per class and users.json."),
-            .option("users", "n", "Enrolled people, with ids 3, 4, ….", default: "20"),
+            .option("users", "n", "Enrolled people; their ids start at 3.", default: "20"),
             .option("per-user", "n", "Crops per enrolled person.", default: "25"),
             .option("seed", "n", "Same seed and counts give byte-identical files.", default: "1"),
-            .option("size", "px", "Width and height of each crop.",
-                    default: String(SynthesisConfiguration.defaultImageSize)),
-            .option("negatives", "n", "Crops of class 1 (not a face).",
-                    default: String(SynthesisConfiguration.defaultNonFaceCount)),
-            .option("unknown-identities", "n", "Strangers in class 2 (unknown person).",
-                    default: String(SynthesisConfiguration.defaultUnknownIdentityCount)),
-            .option("per-unknown", "n", "Crops per stranger.",
-                    default: String(SynthesisConfiguration.defaultImagesPerUnknownIdentity)),
+            .option(
+                "size", "px", "Width and height of each crop.",
+                default: String(SynthesisConfiguration.defaultImageSize)),
+            .option(
+                "negatives", "n", "Crops of class 1 (not a face).",
+                default: String(SynthesisConfiguration.defaultNonFaceCount)),
+            .option(
+                "unknown-identities", "n", "Strangers in class 2 (unknown person).",
+                default: String(SynthesisConfiguration.defaultUnknownIdentityCount)),
+            .option(
+                "per-unknown", "n", "Crops per stranger.",
+                default: String(SynthesisConfiguration.defaultImagesPerUnknownIdentity)),
             .flag("force", "Write into a non-empty folder, replacing only the files this command generates."),
         ]
     }
@@ -45,22 +49,36 @@ struct Synth: Command {
         let summary = try SyntheticFaces.generate(configuration: configuration)
         let path = summary.outputDirectory.path
         let counts = summary.imageCounts
-        let lastID = SyntheticFaces.firstUserID + configuration.userCount - 1
-        print("Wrote \(summary.imageCount) crops of \(configuration.imageSize)x\(configuration.imageSize) to \(path) "
-              + "in \(String(format: "%.1f", summary.seconds)) s:")
-        print("  users \(SyntheticFaces.firstUserID)...\(lastID): \(configuration.userCount) people x "
-              + "\(configuration.imagesPerUser) crops")
-        print("  class \(SyntheticFaces.unknownPersonLabel) (unknown person): \(configuration.unknownIdentityCount) "
-              + "strangers x \(configuration.imagesPerUnknownIdentity) crops = "
-              + "\(counts[SyntheticFaces.unknownPersonLabel] ?? 0)")
-        print("  class \(SyntheticFaces.nonFaceLabel) (not a face): \(counts[SyntheticFaces.nonFaceLabel] ?? 0) crops")
+        let firstID = SyntheticFaces.firstUserID
+        let lastID = firstID + configuration.userCount - 1
+        let size = configuration.imageSize
+        print(
+            "Wrote \(Self.count(summary.imageCount, "crop")) of \(size)x\(size) to \(path) in "
+                + String(format: "%.1f s:", summary.seconds))
+        print(
+            "  users \(firstID == lastID ? "\(firstID)" : "\(firstID)-\(lastID)"): "
+                + "\(Self.count(configuration.userCount, "person", "people")), "
+                + "\(Self.count(configuration.imagesPerUser, "crop")) each")
+        print(
+            "  class \(SyntheticFaces.unknownPersonLabel) (unknown person): "
+                + "\(Self.count(counts[SyntheticFaces.unknownPersonLabel] ?? 0, "crop")) of "
+                + Self.count(configuration.unknownIdentityCount, "stranger"))
+        print(
+            "  class \(SyntheticFaces.nonFaceLabel) (not a face): "
+                + Self.count(counts[SyntheticFaces.nonFaceLabel] ?? 0, "crop"))
         print("  names and positions: \(path)/\(SyntheticFaces.usersFileName)")
         if !summary.leftoverFiles.isEmpty {
             let examples = summary.leftoverFiles.prefix(3).joined(separator: ", ")
-            printError("warning: \(summary.leftoverFiles.count) files in \(path) were not written by this run and "
-                       + "were kept (\(examples)\(summary.leftoverFiles.count > 3 ? ", …" : "")); delete them or "
-                       + "use an empty --out so they do not mix into the data set.")
+            printError(
+                "warning: \(Self.count(summary.leftoverFiles.count, "file")) in \(path) were not written by this run "
+                    + "and were kept (\(examples)\(summary.leftoverFiles.count > 3 ? ", …" : "")); delete them or "
+                    + "use an empty --out so they do not mix into the data set.")
         }
         return .success
+    }
+
+    /// "1 crop", "2 crops".
+    private static func count(_ number: Int, _ singular: String, _ plural: String? = nil) -> String {
+        "\(number) " + (number == 1 ? singular : plural ?? singular + "s")
     }
 }
