@@ -46,7 +46,7 @@ demo: release
 
 # Tests run optimised: training and gradient checks are what they exercise.
 test: deps pydeps
-	$(SWIFT) build -c release --build-tests
+	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
 
 quality: release

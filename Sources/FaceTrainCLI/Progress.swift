@@ -1,5 +1,6 @@
 import FaceTrain
 import Foundation
+import Synchronization
 
 /// Prints fit progress: a live bar on a terminal, summary lines otherwise, JSON lines with `--json`.
 final class ProgressPrinter: FitObserver {
@@ -70,11 +71,21 @@ final class ProgressPrinter: FitObserver {
     }
 }
 
-/// Set by SIGINT/SIGTERM; the fit polls it between batches and stops cleanly.
-nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
+/// Set by SIGINT/SIGTERM; the fit polls it between batches and stops cleanly. Atomic, so the
+/// optimiser cannot hoist the read out of the training loop.
+let interruptFlag = Atomic<Bool>(false)
+
+/// Whether Ctrl-C (or SIGTERM) asked the fit to stop.
+var interruptRequested: Bool { interruptFlag.load(ordering: .relaxed) }
 
 /// Makes Ctrl-C request a clean stop instead of killing the process mid-write.
 func installInterruptHandler() {
-    signal(SIGINT) { _ in interruptRequested = 1 }
-    signal(SIGTERM) { _ in interruptRequested = 1 }
+    // A parent may have blocked these signals (some process launchers do); unblock them here.
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    sigaddset(&signals, SIGINT)
+    sigaddset(&signals, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    signal(SIGINT) { _ in interruptFlag.store(true, ordering: .relaxed) }
+    signal(SIGTERM) { _ in interruptFlag.store(true, ordering: .relaxed) }
 }

@@ -9,8 +9,9 @@ import Testing
 @Suite("fit and eval", .serialized)
 struct FitCommandTests {
     /// A small synthetic data folder: 6 users x 20 crops, 40 non-faces, 10 strangers x 4 crops.
+    /// Returns the data folder; bundles go beside it (`data.deletingLastPathComponent()`), never inside.
     static func syntheticData() throws -> URL {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-fit-\(UUID().uuidString)")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-fit-\(UUID().uuidString)/data")
         let output = try CLIRunner.run([
             "synth", "--out", root.path, "--users", "6", "--per-user", "20", "--seed", "7", "--negatives", "40",
             "--unknown-identities", "10", "--per-unknown", "4",
@@ -19,7 +20,10 @@ struct FitCommandTests {
         return root
     }
 
-    static let quickFit = ["--epochs", "12", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+    /// Small and fast: 32 px input, a quarter of ref-small's width.
+    static let quickFit = ["--epochs", "30", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+    /// Long enough that a run can be killed part-way.
+    static let longFit = ["--epochs", "60", "--batch-size", "16", "--input-size", "32", "--width", "8"]
 
     static func versions(in models: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: models.path)) ?? []).filter { Int($0) != nil }.sorted()
@@ -27,25 +31,25 @@ struct FitCommandTests {
 
     @Test func fitWritesAVerifiedBundleThatRecognisesSyntheticUsers() throws {
         let data = try Self.syntheticData()
-        let models = data.appendingPathComponent("models")
-        defer { try? FileManager.default.removeItem(at: data) }
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
         let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path] + Self.quickFit)
         #expect(fit.status == 0, "\(fit.standardError)")
         let lines = fit.standardOutput.split(separator: "\n")
         #expect(lines.last.map(String.init) == models.appendingPathComponent("1").path)
-        #expect(lines.filter { $0.hasPrefix("epoch ") }.count == 12)
+        #expect(lines.filter { $0.hasPrefix("epoch ") }.count == 30)
         #expect(try CLIRunner.run(["verify", models.appendingPathComponent("1").path]).status == 0)
 
         // Stated accuracy on the held-out synthetic crops (see README): users recognised, non-faces rejected.
         let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: models.appendingPathComponent("1/metrics.json"))) as! [String: Any]
         let plain = metrics["unthresholded"] as! [String: Double]
-        #expect(plain["user_accuracy"]! >= 0.8, "held-out user accuracy \(plain["user_accuracy"]!)")
+        #expect(plain["user_accuracy"]! >= 0.85, "held-out user accuracy \(plain["user_accuracy"]!)")
         #expect(plain["nonface_far"]! <= 0.2)
         let history = metrics["history"] as! [[String: Any]]
         #expect((history.last!["train_loss"] as! Double) < (history.first!["train_loss"] as! Double))
 
         // eval: JSON keys CI jobs read, and a report that is well-formed.
-        let report = data.appendingPathComponent("report.html")
+        let report = data.deletingLastPathComponent().appendingPathComponent("report.html")
         let eval = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--json", "--report", report.path])
         #expect(eval.status == 0, "\(eval.standardError)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(eval.standardOutput.utf8)) as? [String: Any])
@@ -67,7 +71,7 @@ struct FitCommandTests {
         }
 
         // eval on a folder: a folder the model does not know counts as unknown people.
-        let probe = data.appendingPathComponent("probe")
+        let probe = data.deletingLastPathComponent().appendingPathComponent("probe")
         try FileManager.default.createDirectory(at: probe.appendingPathComponent("stranger"), withIntermediateDirectories: true)
         for name in try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("2").path).prefix(5) {
             try FileManager.default.copyItem(at: data.appendingPathComponent("2/\(name)"), to: probe.appendingPathComponent("stranger/\(name)"))
@@ -80,8 +84,8 @@ struct FitCommandTests {
 
     @Test func divergingRunFailsCleanlyAndWritesNoBundle() throws {
         let data = try Self.syntheticData()
-        let models = data.appendingPathComponent("models")
-        defer { try? FileManager.default.removeItem(at: data) }
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
         let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--learning-rate", "1e6"] + Self.quickFit)
         #expect(fit.status == 1)
         #expect(fit.standardError.contains("diverged") && fit.standardError.contains("--learning-rate"))
@@ -91,22 +95,23 @@ struct FitCommandTests {
 
     @Test func resumeAfterSIGKILLEndsWithTheSameModel() throws {
         let data = try Self.syntheticData()
-        defer { try? FileManager.default.removeItem(at: data) }
-        let straight = data.appendingPathComponent("straight"), resumed = data.appendingPathComponent("resumed")
-        let uninterrupted = try CLIRunner.run(["fit", "--data", data.path, "--out", straight.path] + Self.quickFit)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let straight = data.deletingLastPathComponent().appendingPathComponent("straight")
+        let resumed = data.deletingLastPathComponent().appendingPathComponent("resumed")
+        let uninterrupted = try CLIRunner.run(["fit", "--data", data.path, "--out", straight.path] + Self.longFit)
         #expect(uninterrupted.status == 0, "\(uninterrupted.standardError)")
 
-        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.quickFit, environment: [:])
+        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.longFit, environment: [:])
         let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":5,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        while !run.standardOutput.contains("\"epoch\":3,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         #expect(run.process.isRunning, "fit ended before it could be killed: \(run.standardError)")
         run.kill()
         #expect(Self.versions(in: resumed).isEmpty)
 
-        let again = try CLIRunner.run(["fit", "--data", data.path, "--out", resumed.path, "--json", "--resume"] + Self.quickFit)
+        let again = try CLIRunner.run(["fit", "--data", data.path, "--out", resumed.path, "--json", "--resume"] + Self.longFit)
         #expect(again.status == 0, "\(again.standardError)")
         let start = again.standardOutput.split(separator: "\n").first { $0.contains("\"event\":\"start\"") } ?? ""
-        #expect(start.contains("\"resumed_from_epoch\":5") || start.contains("\"resumed_from_epoch\":6"), "\(start)")
+        #expect(["3", "4", "5"].contains { start.contains("\"resumed_from_epoch\":\($0)") }, "\(start)")
         let a = try Data(contentsOf: straight.appendingPathComponent("1/weights.h5"))
         let b = try Data(contentsOf: resumed.appendingPathComponent("1/weights.h5"))
         #expect(a == b, "a resumed fit must end with the same weights as an uninterrupted one")
@@ -114,9 +119,9 @@ struct FitCommandTests {
 
     @Test func interruptKeepsTheCheckpointAndPublishesNothing() throws {
         let data = try Self.syntheticData()
-        let models = data.appendingPathComponent("models")
-        defer { try? FileManager.default.removeItem(at: data) }
-        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", models.path, "--json"] + Self.quickFit, environment: [:])
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit, environment: [:])
         let deadline = Date().addingTimeInterval(600)
         while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         kill(run.process.processIdentifier, SIGINT)
@@ -129,8 +134,8 @@ struct FitCommandTests {
 
     @Test func resumeWithoutCheckpointSaysSo() throws {
         let data = try Self.syntheticData()
-        defer { try? FileManager.default.removeItem(at: data) }
-        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", data.appendingPathComponent("m").path, "--resume"] + Self.quickFit)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", data.deletingLastPathComponent().appendingPathComponent("m").path, "--resume"] + Self.quickFit)
         #expect(fit.status == 1)
         #expect(fit.standardError.contains("no checkpoint"))
     }

@@ -69,11 +69,11 @@ struct Fit: Command {
         for warning in dataset.report.warnings { printError("warning: \(warning)") }
         progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")
         let session = try FitSession(dataset: dataset, configuration: configuration, checkpointDirectory: out.appendingPathComponent(".checkpoints"))
-        let result = try session.run(resume: resume, observer: progress) { interruptRequested != 0 }
+        let result = try session.run(resume: resume, observer: progress) { interruptRequested }
         let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
         let evaluation = try ModelEvaluation.evaluate(
             result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
-        if interruptRequested != 0 { throw FitError.interrupted(checkpoint: session.checkpointURL.path) }
+        if interruptRequested { throw FitError.interrupted(checkpoint: session.checkpointURL.path) }
         let bundle = try BundleWriter.write(fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
         session.removeCheckpoint()
         let metrics = evaluation.metrics
