@@ -21,9 +21,6 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     /// Unknown-person false accept rate the accept threshold is chosen for.
     public var targetFalseAcceptRate = 0.05
     public var augmentation = AugmentationSettings()
-    /// Share of users' training crops replaced by a blend with another user's crop, labelled
-    /// "unknown person" (made-up strangers between registered people).
-    public var strangerMixShare = 0.15
 
     public init() {}
 
@@ -32,7 +29,6 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
         case batchSize = "batch_size", inputSize = "input_size", learningRate = "learning_rate"
         case weightDecay = "weight_decay", warmupEpochs = "warmup_epochs", labelSmoothing = "label_smoothing"
         case gradientClipNorm = "gradient_clip_norm", targetFalseAcceptRate = "target_far"
-        case strangerMixShare = "stranger_mix_share"
     }
 }
 

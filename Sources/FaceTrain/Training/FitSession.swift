@@ -65,10 +65,8 @@ public final class FitSession {
     }
 
     /// Fills `images` (a [n, 3, H, W] buffer) with the given samples, augmented or not, in parallel.
-    /// `partners[i]`, when set, is blended into crop i (a made-up stranger, see `strangerMixShare`).
-    func fillBatch(
-        _ samples: [FaceSample], indices: ArraySlice<Int>, partners: [Int?], epoch: Int, augment: Bool, into images: inout Tensor
-    ) {
+    /// Fills `images` (a [n, 3, H, W] buffer) with the given samples, augmented or not, in parallel.
+    func fillBatch(_ samples: [FaceSample], indices: ArraySlice<Int>, epoch: Int, augment: Bool, into images: inout Tensor) {
         let input = definition.input
         let plane = input.channels * input.width * input.height
         let order = Array(indices)
@@ -77,38 +75,13 @@ public final class FitSession {
             let base = buffer.baseAddress!
             Parallel.forEach(order.count) { position in
                 let sample = samples[order[position]]
-                guard augment else {
+                if augment {
+                    var random = SplitMix64(seed: seed(epoch: epoch, stream: 1, index: order[position]))
+                    ImageTensor.writeAugmented(sample.image, input: input, settings: settings, random: &random, to: base + position * plane)
+                } else {
                     ImageTensor.write(sample.image, input: input, to: base + position * plane)
-                    return
-                }
-                var random = SplitMix64(seed: seed(epoch: epoch, stream: 1, index: order[position]))
-                let output = base + position * plane
-                ImageTensor.writeAugmented(sample.image, input: input, settings: settings, random: &random, to: output)
-                guard let partner = partners[position] else { return }
-                var blend = [Float](repeating: 0, count: plane)
-                blend.withUnsafeMutableBufferPointer { other in
-                    ImageTensor.writeAugmented(samples[partner].image, input: input, settings: settings, random: &random, to: other.baseAddress!)
-                    let weight = Float.random(in: 0.35...0.65, using: &random)
-                    for index in 0..<plane { output[index] = output[index] * weight + other[index] * (1 - weight) }
                 }
             }
-        }
-    }
-
-    /// Picks, for a share of the users' crops in a batch, a crop of another user to blend in; the
-    /// blend is labelled "unknown person". Faces between two registered people teach the model
-    /// that resemblance to someone is not enough, which real strangers need.
-    func strangerPartners(indices: ArraySlice<Int>, epoch: Int, batch: Int, userIndices: [Int]) -> [Int?] {
-        guard configuration.strangerMixShare > 0, userIndices.count > 1 else { return [Int?](repeating: nil, count: indices.count) }
-        var random = SplitMix64(seed: seed(epoch: epoch, stream: 2, index: batch))
-        return indices.map { index in
-            let label = training[index].label
-            guard label > NegativeClass.unknownPerson, Double(random.nextUniform()) < configuration.strangerMixShare else { return nil }
-            for _ in 0..<8 {
-                let partner = userIndices[Int(random.next() % UInt64(userIndices.count))]
-                if training[partner].label != label { return partner }
-            }
-            return nil
         }
     }
 
@@ -149,8 +122,6 @@ public final class FitSession {
         let input = definition.input
         var images = Tensor(zeros: [batchSize, input.channels, input.height, input.width])
         let labels = training.map { classIndex[$0.label]! }
-        let userIndices = training.indices.filter { training[$0].label > NegativeClass.unknownPerson }
-        let unknownClass = classIndex[NegativeClass.unknownPerson]!
         var learningRate = 0.0
         for epoch in firstEpoch...max(configuration.epochs, firstEpoch - 1) where epoch <= configuration.epochs {
             let started = Date()
@@ -161,9 +132,8 @@ public final class FitSession {
             for batch in 0..<batchCount {
                 if shouldStop() { throw .interrupted(checkpoint: checkpointURL.path) }
                 let indices = order[(batch * batchSize)..<((batch + 1) * batchSize)]
-                let partners = strangerPartners(indices: indices, epoch: epoch, batch: batch, userIndices: userIndices)
-                fillBatch(training, indices: indices, partners: partners, epoch: epoch, augment: true, into: &images)
-                let batchLabels = zip(indices, partners).map { index, partner in partner == nil ? labels[index] : unknownClass }
+                fillBatch(training, indices: indices, epoch: epoch, augment: true, into: &images)
+                let batchLabels = indices.map { labels[$0] }
                 let step: TrainingStepResult
                 do { step = try trainer.trainStep(images: images, labels: batchLabels) } catch {
                     throw .engine("\(error)")

@@ -18,7 +18,6 @@ struct Fit: Command {
             .option("width", "n", "Channels of the first block (16 gives ref-small).", default: "16"),
             .option("target-far", "rate", "Unknown-person false accept rate the accept threshold is chosen for.", default: "0.05"),
             .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
-            .option("stranger-mix", "share", "Share of users' crops blended with another user's and trained as 'unknown person'.", default: "0.15"),
             .flag("skip-bad", "Train without unreadable images, naming each one."),
             .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event (for CI logs)."),
@@ -45,8 +44,6 @@ struct Fit: Command {
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.width = try arguments.required("width")
         configuration.targetFalseAcceptRate = try arguments.required("target-far")
-        configuration.strangerMixShare = try arguments.required("stranger-mix")
-        guard (0...1).contains(configuration.strangerMixShare) else { throw UsageError(message: "--stranger-mix must be in 0...1") }
         guard configuration.epochs >= 1 else { throw UsageError(message: "--epochs must be at least 1") }
         guard configuration.batchSize >= 2 else { throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)") }
         guard configuration.inputSize >= 32, configuration.inputSize % 8 == 0 else { throw UsageError(message: "--input-size must be a multiple of 8, at least 32") }
