@@ -36,7 +36,7 @@ extension Command {
 @main
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
-        [DataCheck.self]
+        [DataCheck.self, Bench.self]
     }
 
     static func main() {
