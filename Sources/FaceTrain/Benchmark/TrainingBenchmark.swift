@@ -99,7 +99,7 @@ public enum TrainingBenchmark {
             network: try Network(definition: definition, seed: configuration.seed),
             optimizer: SGD(momentum: 0.9, weightDecay: 5e-4), learningRate: 0.01)
 
-        for _ in 0..<configuration.warmupSteps { try trainer.trainStep(images: batch, labels: labels) }
+        for _ in 0..<min(configuration.warmupSteps, configuration.steps) { try trainer.trainStep(images: batch, labels: labels) }
         let contention = Contention()
         let cpuStart = Contention.ownSeconds()
         var stepTimes: [Double] = []
@@ -114,22 +114,22 @@ public enum TrainingBenchmark {
 
         var network = trainer.network
         let inferenceBatch = images(configuration.inferenceBatchSize)
-        for _ in 0..<3 { _ = network.forward(inferenceBatch, mode: .inference) }
+        _ = network.forward(inferenceBatch, mode: .inference)
         var inferenceTimes: [Double] = []
-        for _ in 0..<max(5, configuration.steps / 2) {
+        for _ in 0..<max(1, configuration.steps / 2) {
             let start = DispatchTime.now().uptimeNanoseconds
             _ = network.forward(inferenceBatch, mode: .inference)
             inferenceTimes.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
         }
         let single = images(1)
-        for _ in 0..<20 { _ = network.forward(single, mode: .inference) }
+        for _ in 0..<min(20, configuration.steps) { _ = network.forward(single, mode: .inference) }
         var latencies: [Double] = []
         let latencyStart = DispatchTime.now().uptimeNanoseconds
-        while Double(DispatchTime.now().uptimeNanoseconds - latencyStart) / 1e9 < configuration.latencySeconds {
+        repeat {
             let start = DispatchTime.now().uptimeNanoseconds
             _ = network.forward(single, mode: .inference)
             latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-        }
+        } while Double(DispatchTime.now().uptimeNanoseconds - latencyStart) / 1e9 < configuration.latencySeconds
         latencies.sort()
 
         let flops = FLOPCount(definition: definition)
