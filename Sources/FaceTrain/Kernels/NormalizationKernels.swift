@@ -39,30 +39,32 @@ func normalizeReLUAverage(
     _ x: UnsafePointer<Float>, channels: Int, pixels: Int,
     scale: UnsafePointer<Float>, shift: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>
 ) {
-    let zero = SIMD8<Float>()
     for channel in 0..<channels {
-        let s = SIMD8<Float>(repeating: scale[channel]), t = SIMD8<Float>(repeating: shift[channel])
+        let (s, t) = (scale[channel], shift[channel])
         let row = x + channel * pixels
-        let raw = UnsafeRawPointer(row)
-        var total = SIMD8<Float>()
+        // Eight interleaved partial sums: independent adds the compiler keeps in one vector.
+        var partial = SIMD8<Float>()
         var index = 0
         while index + 8 <= pixels {
-            total += pointwiseMax(raw.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self) * s + t, zero)
+            for lane in 0..<8 {
+                let value = row[index + lane] * s + t
+                partial[lane] += value > 0 ? value : 0
+            }
             index += 8
         }
-        var rest = total.sum()
+        var total = partial.sum()
         while index < pixels {
-            rest += max(0, row[index] * scale[channel] + shift[channel])
+            total += max(0, row[index] * s + t)
             index += 1
         }
-        output[channel] = rest / Float(pixels)
+        output[channel] = total / Float(pixels)
     }
 }
 
 /// 2×2 stride-2 max pool of `max(0, x·scale + shift)`; h and w must be even.
 ///
 /// `argmax` (optional) receives the winner of each window as 0…3 (row-major in the window; the
-/// first of equal values wins, as in PyTorch).
+/// first of equal values wins, as in PyTorch). Written as plain selects so LLVM vectorises it.
 func normalizeReLUMaxPool2x2(
     _ x: UnsafePointer<Float>, channels: Int, height: Int, width: Int,
     scale: UnsafePointer<Float>, shift: UnsafePointer<Float>,
@@ -71,42 +73,30 @@ func normalizeReLUMaxPool2x2(
     let (oh, ow) = (height / 2, width / 2)
     for channel in 0..<channels {
         let (s, t) = (scale[channel], shift[channel])
-        let (vs, vt) = (SIMD16<Float>(repeating: s), SIMD16<Float>(repeating: t))
         let plane = x + channel * height * width
         for oy in 0..<oh {
             let row0 = plane + 2 * oy * width
             let row1 = row0 + width
             let out = output + (channel * oh + oy) * ow
-            let winners = argmax.map { $0 + (channel * oh + oy) * ow }
-            var ox = 0
-            while ox + 8 <= ow {
-                let top = UnsafeRawPointer(row0 + 2 * ox).loadUnaligned(as: SIMD16<Float>.self) * vs + vt
-                let bottom = UnsafeRawPointer(row1 + 2 * ox).loadUnaligned(as: SIMD16<Float>.self) * vs + vt
-                let (a, b, c, d) = (top.evenHalf, top.oddHalf, bottom.evenHalf, bottom.oddHalf)
-                let upper = pointwiseMax(a, b), lower = pointwiseMax(c, d)
-                let best = pointwiseMax(upper, lower)
-                UnsafeMutableRawPointer(out + ox).storeBytes(of: pointwiseMax(best, SIMD8<Float>()), as: SIMD8<Float>.self)
-                if let winners {
-                    var upperIndex = SIMD8<Int32>(repeating: 0)
-                    upperIndex.replace(with: 1, where: b .> a)
-                    var lowerIndex = SIMD8<Int32>(repeating: 2)
-                    lowerIndex.replace(with: 3, where: d .> c)
-                    upperIndex.replace(with: lowerIndex, where: lower .> upper)
-                    UnsafeMutableRawPointer(winners + ox).storeBytes(
-                        of: SIMD8<UInt8>(truncatingIfNeeded: upperIndex), as: SIMD8<UInt8>.self)
+            if let argmax {
+                let winners = argmax + (channel * oh + oy) * ow
+                for ox in 0..<ow {
+                    let a = row0[2 * ox] * s + t, b = row0[2 * ox + 1] * s + t
+                    let c = row1[2 * ox] * s + t, d = row1[2 * ox + 1] * s + t
+                    let upper = b > a ? b : a, lower = d > c ? d : c
+                    let upperIndex: UInt8 = b > a ? 1 : 0, lowerIndex: UInt8 = d > c ? 3 : 2
+                    let best = lower > upper ? lower : upper
+                    winners[ox] = lower > upper ? lowerIndex : upperIndex
+                    out[ox] = best > 0 ? best : 0
                 }
-                ox += 8
-            }
-            while ox < ow {
-                var winner = 0
-                var best = row0[2 * ox] * s + t
-                for index in 1..<4 {
-                    let value = (index < 2 ? row0 : row1)[2 * ox + (index & 1)] * s + t
-                    if value > best { (best, winner) = (value, index) }
+            } else {
+                for ox in 0..<ow {
+                    let a = row0[2 * ox] * s + t, b = row0[2 * ox + 1] * s + t
+                    let c = row1[2 * ox] * s + t, d = row1[2 * ox + 1] * s + t
+                    let upper = b > a ? b : a, lower = d > c ? d : c
+                    let best = lower > upper ? lower : upper
+                    out[ox] = best > 0 ? best : 0
                 }
-                out[ox] = max(0, best)
-                winners?[ox] = UInt8(winner)
-                ox += 1
             }
         }
     }
@@ -271,3 +261,4 @@ struct BatchNormGradientCoefficients {
         }
     }
 }
+

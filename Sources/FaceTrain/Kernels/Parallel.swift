@@ -9,8 +9,14 @@ import Foundation
 /// core (5–50× slowdowns measured here). Dispatch workers block instead, take work items
 /// dynamically, and never run at the same time as a second pool of BLAS threads.
 enum Parallel {
-    /// Worker count of the dispatch pool (one per core).
-    static let workerCount = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Engine workers: one per core. `FACETRAIN_THREADS=1` runs every loop on the calling thread
+    /// (then `OPENBLAS_NUM_THREADS` alone sets the parallelism), for comparisons and tiny machines.
+    static let workerCount: Int = {
+        if let text = ProcessInfo.processInfo.environment["FACETRAIN_THREADS"], let count = Int(text), count >= 1 {
+            return count
+        }
+        return max(1, ProcessInfo.processInfo.activeProcessorCount)
+    }()
 
     /// Images are split into at most this many fixed ranges, each with its own scratch and partial
     /// gradients. Fixed (not per core) so results do not depend on the machine, and more than the

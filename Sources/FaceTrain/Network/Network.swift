@@ -182,14 +182,15 @@ public struct Network: Sendable, CustomStringConvertible {
                 let gradient = outputGradients[stageIndex].pointer
                 switch stages[stageIndex] {
                 case let .block(blockIndex):
-                    let block = blocks[blockIndex]
-                    var conv = takeLayer(block.convolution, as: Conv2D.self)
-                    var norm = takeLayer(block.normalization, as: BatchNorm2D.self)
+                    // Indices only: a copy of the block would share, and so force copies of, its buffers.
+                    let (convIndex, normIndex) = (blocks[blockIndex].convolution, blocks[blockIndex].normalization)
+                    var conv = takeLayer(convIndex, as: Conv2D.self)
+                    var norm = takeLayer(normIndex, as: BatchNorm2D.self)
                     blocks[blockIndex].backward(
                         input: source, inputShape: sourceShape, output: outputs[stageIndex].pointer,
                         outputGradient: gradient, convolution: &conv, normalization: &norm, inputGradient: target)
-                    layers[block.convolution] = conv
-                    layers[block.normalization] = norm
+                    layers[convIndex] = conv
+                    layers[normIndex] = norm
                 case let .layer(layerIndex):
                     let shape = outputShapes[stageIndex]
                     let dOutput = Tensor(shape: shape, scalars: Array(UnsafeBufferPointer(start: gradient, count: shape.reduce(1, *))))
@@ -249,17 +250,17 @@ public struct Network: Sendable, CustomStringConvertible {
                 let source = stageIndex == 0 ? imageBuffer.baseAddress! : outputs[stageIndex - 1].pointer
                 switch stages[stageIndex] {
                 case let .block(blockIndex):
-                    let block = blocks[blockIndex]
-                    let conv = takeLayer(block.convolution, as: Conv2D.self)
-                    var norm = takeLayer(block.normalization, as: BatchNorm2D.self)
+                    let (convIndex, normIndex) = (blocks[blockIndex].convolution, blocks[blockIndex].normalization)
+                    let conv = takeLayer(convIndex, as: Conv2D.self)
+                    var norm = takeLayer(normIndex, as: BatchNorm2D.self)
                     let outputShape = ConvolutionBlock.outputShape(
-                        convolutionOutput: conv.outputShape(for: shape), pooling: block.pooling)
+                        convolutionOutput: conv.outputShape(for: shape), pooling: blocks[blockIndex].pooling)
                     outputs[stageIndex].resize(outputShape.reduce(1, *))
                     let target = outputs[stageIndex].mutablePointer()
                     blocks[blockIndex].forward(
                         input: source, inputShape: shape, convolution: conv, normalization: &norm, mode: mode, output: target)
-                    layers[block.convolution] = conv
-                    layers[block.normalization] = norm
+                    layers[convIndex] = conv
+                    layers[normIndex] = norm
                     shape = outputShape
                 case let .layer(layerIndex):
                     let tensor = Tensor(shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))

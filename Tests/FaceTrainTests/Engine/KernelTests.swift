@@ -9,6 +9,9 @@ import Testing
         ConvolutionGeometry(channels: 1, height: 6, width: 6, kernelSize: 2, stride: 2, padding: 0),
         ConvolutionGeometry(channels: 2, height: 4, width: 5, kernelSize: 5, stride: 1, padding: 2),
         ConvolutionGeometry(channels: 2, height: 3, width: 3, kernelSize: 1, stride: 1, padding: 0),
+        ConvolutionGeometry(channels: 3, height: 6, width: 9, kernelSize: 3, stride: 1, padding: 1),
+        ConvolutionGeometry(channels: 1, height: 3, width: 2, kernelSize: 3, stride: 1, padding: 1),
+        ConvolutionGeometry(channels: 2, height: 4, width: 4, kernelSize: 3, stride: 1, padding: 0),
     ])
     func col2imIsTheAdjointOfIm2col(_ g: ConvolutionGeometry) {
         let x = TestData.normal([g.channels * g.inputPixels], seed: 1).scalars
@@ -16,11 +19,34 @@ import Testing
         var columns = [Float](repeating: .nan, count: y.count)
         var image = [Float](repeating: .nan, count: x.count)
         x.withUnsafeBufferPointer { im2col($0.baseAddress!, g, columns.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
-        y.withUnsafeBufferPointer { col2im($0.baseAddress!, g, image.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
+        var scratch = y  // col2im may zero the entries that read padding
+        scratch.withUnsafeMutableBufferPointer { col2im($0.baseAddress!, g, image.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
         let left = zip(columns, y).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
         let right = zip(x, image).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
         #expect(abs(left - right) <= 1e-5 * max(1, abs(left)))
         #expect(!columns.contains { $0.isNaN } && !image.contains { $0.isNaN })
+    }
+
+    /// The same-padding fast path agrees with the general loop (reached through a stride-1 geometry
+    /// that is not "same", whose columns are a sub-grid of the same-padded ones).
+    @Test func samePaddingFastPathMatchesDirectIndexing() {
+        let g = ConvolutionGeometry(channels: 2, height: 5, width: 7, kernelSize: 3, stride: 1, padding: 1)
+        let x = TestData.normal([2 * 35], seed: 5).scalars
+        var columns = [Float](repeating: .nan, count: g.patchSize * g.outputPixels)
+        x.withUnsafeBufferPointer { im2col($0.baseAddress!, g, columns.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
+        for c in 0..<2 {
+            for ky in 0..<3 {
+                for kx in 0..<3 {
+                    for oy in 0..<5 {
+                        for ox in 0..<7 {
+                            let (y, xx) = (oy + ky - 1, ox + kx - 1)
+                            let expected = (0..<5).contains(y) && (0..<7).contains(xx) ? x[c * 35 + y * 7 + xx] : 0
+                            #expect(columns[((c * 3 + ky) * 3 + kx) * 35 + oy * 7 + ox] == expected)
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// im2col by hand: a 1-channel 2×2 image, 2×2 kernel, padding 1 → 3×3 outputs per kernel tap.

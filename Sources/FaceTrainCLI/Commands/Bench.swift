@@ -1,0 +1,54 @@
+import FaceTrain
+import Foundation
+
+/// `facetrain bench`: times training and inference of ref-small on random data.
+struct Bench: Command {
+    static let name = "bench"
+    static let abstract = "Measure training and inference speed of ref-small on random data."
+    static var options: [OptionSpec] {
+        [
+            .option("batch-size", "n", "Training batch size.", default: "32"),
+            .option("steps", "n", "Timed training steps (after 5 warm-up steps).", default: "30"),
+            .option("inference-batch-size", "n", "Batch size of the inference throughput run.", default: "64"),
+            .option("latency-seconds", "s", "Seconds spent sampling batch-1 latency.", default: "1"),
+            .option("peak-gflops", "x", "Peak GFLOP/s to report shares against (default: from /proc/cpuinfo)."),
+            .flag("with-load", "Keep one core busy with another process while measuring."),
+            .flag("json", "Print the result as one JSON object."),
+        ]
+    }
+    let configuration: TrainingBenchmark.Configuration
+    let withLoad: Bool
+    let json: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        var configuration = TrainingBenchmark.Configuration()
+        configuration.batchSize = try arguments.required("batch-size")
+        configuration.steps = try arguments.required("steps")
+        configuration.inferenceBatchSize = try arguments.required("inference-batch-size")
+        configuration.latencySeconds = try arguments.required("latency-seconds")
+        configuration.peakGFLOPS = try arguments.value("peak-gflops")
+        guard configuration.batchSize >= 1, configuration.steps >= 1, configuration.inferenceBatchSize >= 1 else {
+            throw UsageError(message: "--batch-size, --steps and --inference-batch-size must be at least 1")
+        }
+        guard configuration.latencySeconds >= 0 else { throw UsageError(message: "--latency-seconds must not be negative") }
+        self.configuration = configuration
+        withLoad = arguments.flag("with-load")
+        json = arguments.flag("json")
+    }
+
+    func run() throws -> ExitCode {
+        let neighbour = withLoad ? try BusyNeighbour() : nil
+        defer { neighbour?.stop() }
+        let result = try TrainingBenchmark.run(configuration)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        } else {
+            print("ref-small, random data\(withLoad ? ", one core kept busy by another process" : "")")
+            print(result.summary)
+        }
+        return .success
+    }
+}
