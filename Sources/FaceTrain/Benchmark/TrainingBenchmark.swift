@@ -246,14 +246,18 @@ struct Contention {
     }
 }
 
-/// A process that keeps one core busy (`yes > /dev/null`), to measure under a noisy neighbour.
+/// A process that keeps one core busy, to measure under a noisy neighbour.
+///
+/// A shell loop that spins while this process lives, so it ends by itself even if we are killed.
 public final class BusyNeighbour {
     private let process = Process()
 
-    /// Starts the neighbour; throws when /usr/bin/yes cannot run.
+    /// Starts the neighbour; throws when /bin/sh cannot run.
     public init() throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/yes")
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "while kill -0 \(getpid()) 2>/dev/null; do :; done"]
         process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
         try process.run()
     }
 
