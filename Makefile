@@ -52,8 +52,9 @@ test: deps pydeps
 quality: release
 	bash datasets/quality.sh
 
+# facetrain's benchmark, next to PyTorch's on the same model when torch is importable.
 bench: release
-	.build/release/facetrain bench
+	bash Tests/Scripts/bench.sh
 
 lint:
 	$(SWIFT) format lint --recursive Sources Tests Package.swift

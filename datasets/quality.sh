@@ -21,7 +21,7 @@ for protocol in $PROTOCOLS; do
   rm -rf "$dir"
   python3 "$SHARED/eval/make_protocol.py" "$collection" "$dir" --protocol "$protocol" > "$OUT/$protocol.protocol.log"
   start=$(date +%s)
-  bundle=$("$BIN" fit --data "$dir/train" --out "$dir/models" | tail -n 1)
+  bundle=$("$BIN" fit --data "$dir/train" --out "$dir/models" ${FIT_ARGS:-} | tail -n 1)
   seconds=$(( $(date +%s) - start ))
   "$BIN" eval --model "$bundle" --data "$dir/test" --predictions "$dir/predictions.csv" --json > "$dir/eval.json"
   threshold=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['threshold'])" "$dir/eval.json")

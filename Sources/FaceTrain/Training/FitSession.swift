@@ -123,7 +123,7 @@ public final class FitSession {
         var images = Tensor(zeros: [batchSize, input.channels, input.height, input.width])
         let labels = training.map { classIndex[$0.label]! }
         var learningRate = 0.0
-        for epoch in firstEpoch...max(configuration.epochs, firstEpoch - 1) where epoch <= configuration.epochs {
+        for epoch in firstEpoch..<(configuration.epochs + 1) {  // empty when a finished fit is resumed
             let started = Date()
             var order = Array(training.indices)
             var shuffler = SplitMix64(seed: seed(epoch: epoch, stream: 0, index: 0))
