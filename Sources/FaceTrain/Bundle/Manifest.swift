@@ -49,25 +49,8 @@ public struct Manifest: Codable, Sendable, Equatable {
         }
     }
 
-    /// A user as the iOS app's `model/info` payload lists them.
-    public struct UserEntry: Codable, Sendable, Equatable {
-        public var id: Int
-        public var name: String
-        public var position: String?
-
-        public init(id: Int, name: String, position: String? = nil) {
-            self.id = id
-            self.name = name
-            self.position = position
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(id, forKey: .id)
-            try container.encode(name, forKey: .name)
-            try container.encode(position, forKey: .position)
-        }
-    }
+    /// A user as the iOS app's `model/info` payload lists them (the data folder's record).
+    public typealias UserEntry = UserRecord
 
     /// One layer in readable form.
     public struct ArchitectureLayer: Codable, Sendable, Equatable {

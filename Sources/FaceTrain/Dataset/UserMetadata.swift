@@ -11,6 +11,14 @@ public struct UserRecord: Codable, Sendable, Equatable {
         self.name = name
         self.position = position
     }
+
+    /// Always writes `position`, as null when unknown: the app reads the key.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(position, forKey: .position)
+    }
 }
 
 /// Reads `users.json` (an array of records) and `<id>/user.json` (one record) of a data folder.

@@ -36,7 +36,7 @@ public enum BundleWriter {
             let fingerprint = FaceDataset.fingerprint(of: fit.training + fit.heldOut)
             let manifest = Manifest(
                 version: staging.version, definition: fit.model.definition,
-                users: dataset.users.map { Manifest.UserEntry(id: $0.id, name: $0.name, position: $0.position) },
+                users: dataset.users,
                 training: training, seed: configuration.seed, dataFingerprint: fingerprint,
                 gitCommit: ProcessInfo.processInfo.environment["FACETRAIN_GIT_COMMIT"] ?? gitCommit(),
                 metrics: summary, acceptThreshold: threshold, parentVersion: parentVersion)
