@@ -36,7 +36,7 @@ extension Command {
 @main
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
-        [DataCheck.self, Synth.self, Fit.self, Eval.self, Verify.self, ListVersions.self, Publish.self, Rollback.self]
+        [DataCheck.self, Synth.self, Fit.self, Eval.self, Verify.self, ListVersions.self, Publish.self, Rollback.self, Export.self, Predict.self]
             + TestHooks.commands
     }
 
