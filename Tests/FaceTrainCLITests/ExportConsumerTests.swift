@@ -83,6 +83,7 @@ struct ExportAndPredictTests {
             let size = try #require(try FileManager.default.attributesOfItem(atPath: out.path)[.size] as? Int)
             #expect(size < 2_000_000, "\(format) export of 200 users is \(size) bytes")
             #expect(size > 100_000, "\(format) export is suspiciously small: \(size) bytes")
+            print("export of 200 users: \(format) \(size) bytes in \(String(format: "%.3f", seconds)) s")
         }
     }
 
@@ -266,6 +267,16 @@ struct ExportAndPredictTests {
         #expect(result.status == 0, "check_predictions.py failed:\n\(result.output)")
         #expect(result.output.contains("all checks passed"))
         #expect(result.output.contains("cases: \(cases.count), classes: \(labels.count)"))
+
+        // Negative control: each crop paired with the next crop's predictions must be rejected.
+        var shuffled = checkFile
+        for index in shuffled.cases.indices {
+            shuffled.cases[index].probabilities = checkFile.cases[(index + 1) % checkFile.cases.count].probabilities
+        }
+        try JSONEncoder().encode(shuffled).write(to: casesURL)
+        let control = try PythonRunner.run([Self.checkScript.path, casesURL.path])
+        #expect(control.status == 1, "the checker must reject predictions of other crops:\n\(control.output)")
+        #expect(control.output.contains("probabilities differ"))
     }
 
     // MARK: - Fixtures
