@@ -24,14 +24,18 @@ struct ExportAndPredictTests {
         let bundle = try Self.publishExportedBundle(in: models, users: Array(3...7))
         for (format, file) in [("coreml", CoreMLExporter.fileName), ("onnx", ONNXExporter.fileName)] {
             let out = root.appendingPathComponent("again-\(file)")
-            let byVersion = try CLIRunner.run(["export", "1", "--models", models.path, "--format", format, "--out", out.path])
+            let byVersion = try CLIRunner.run([
+                "export", "1", "--models", models.path, "--format", format, "--out", out.path,
+            ])
             #expect(byVersion.status == 0, "\(byVersion.standardError)")
             #expect(byVersion.standardError.isEmpty, "\(byVersion.standardError)")
             #expect(try Data(contentsOf: out) == Data(contentsOf: bundle.appendingPathComponent(file)), "\(format)")
             // A folder as --out gets the bundle's file name; the bundle can be named by its path.
             let folder = root.appendingPathComponent("into-\(format)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let byPath = try CLIRunner.run(["export", bundle.path, "--format", format.uppercased(), "--out", folder.path])
+            let byPath = try CLIRunner.run([
+                "export", bundle.path, "--format", format.uppercased(), "--out", folder.path,
+            ])
             #expect(byPath.status == 0, "\(byPath.standardError)")
             #expect(
                 try Data(contentsOf: folder.appendingPathComponent(file))
@@ -54,7 +58,9 @@ struct ExportAndPredictTests {
         #expect(noOut.standardError.contains("--out"))
         let noBundle = try CLIRunner.run(["export", "--format", "onnx", "--out", out.path])
         #expect(noBundle.status == 64)
-        let noFolder = try CLIRunner.run(["export", bundle.path, "--format", "onnx", "--out", root.path + "/missing/x.onnx"])
+        let noFolder = try CLIRunner.run([
+            "export", bundle.path, "--format", "onnx", "--out", root.path + "/missing/x.onnx",
+        ])
         #expect(noFolder.status == 1)
         #expect(noFolder.standardError.contains("cannot write \(root.path)/missing/x.onnx"))
 
@@ -76,7 +82,9 @@ struct ExportAndPredictTests {
         for format in ["coreml", "onnx"] {
             let out = root.appendingPathComponent("model.\(format == "coreml" ? "mlmodel" : "onnx")")
             let start = Date()
-            let result = try CLIRunner.run(["export", "1", "--models", models.path, "--format", format, "--out", out.path])
+            let result = try CLIRunner.run([
+                "export", "1", "--models", models.path, "--format", format, "--out", out.path,
+            ])
             let seconds = Date().timeIntervalSince(start)
             #expect(result.status == 0, "\(result.standardError)")
             #expect(seconds < 1, "\(format) export of 200 users took \(seconds) s")
@@ -140,7 +148,8 @@ struct ExportAndPredictTests {
                 #expect(probabilities[label].map(Float.init) == probability, "\(image) class \(label)")
             }
             #expect(abs(probabilities.values.reduce(0, +) - 1) < 1e-5)
-            let best = try #require(labels.indices.max { (probabilities[labels[$0]]!, -$0) < (probabilities[labels[$1]]!, -$1) })
+            let best = try #require(
+                labels.indices.max { (probabilities[labels[$0]]!, -$0) < (probabilities[labels[$1]]!, -$1) })
             #expect(object["label"] as? String == labels[best])
             #expect(object["name"] as? String == names[labels[best]])
             let confidence = try #require(object["confidence"] as? Double)
@@ -181,11 +190,14 @@ struct ExportAndPredictTests {
             return
         }
         let probe = try PythonRunner.run([
-            "-c", "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in "
+            "-c",
+            "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in "
                 + "['numpy', 'onnx', 'onnxruntime', 'coremltools']) else 3)",
         ])
         guard probe.status == 0 else {
-            if Self.isCI { Issue.record("CI=true but python3 lacks numpy/onnx/onnxruntime/coremltools:\n\(probe.output)") }
+            if Self.isCI {
+                Issue.record("CI=true but python3 lacks numpy/onnx/onnxruntime/coremltools:\n\(probe.output)")
+            }
             print("SKIPPED predictAgreesWithOnnxRuntimeAndCoreMLOnRealCrops: Python modules missing")
             return
         }
@@ -198,7 +210,8 @@ struct ExportAndPredictTests {
         #expect(probes.count >= 24)
 
         let fit = try CLIRunner.run([
-            "fit", "--data", data.path, "--out", models.path, "--epochs", "15", "--input-size", "64", "--batch-size", "16",
+            "fit", "--data", data.path, "--out", models.path, "--epochs", "15", "--input-size", "64", "--batch-size",
+            "16",
         ])
         try #require(fit.status == 0, "\(fit.standardError)")
         let bundle = models.appendingPathComponent("1")
@@ -231,7 +244,9 @@ struct ExportAndPredictTests {
             // A top label is only comparable at float32 precision when it clearly wins.
             guard sorted[0] - sorted[1] > 1e-4 else { continue }
             let pixels = try FacePredictor.pixels(of: file, input: manifest.input)
-            cases.append(PredictionCase(name: file.lastPathComponent, file: file.path, pixels: pixels.pixels, probabilities: probabilities))
+            cases.append(
+                PredictionCase(
+                    name: file.lastPathComponent, file: file.path, pixels: pixels.pixels, probabilities: probabilities))
             let truth = file.deletingLastPathComponent().lastPathComponent
             if truth != "2" {
                 users += 1
@@ -318,7 +333,8 @@ struct ExportAndPredictTests {
         }
         for person in people[10..<12] {
             for name in try crops(person).prefix(2) {
-                held.append(try copy(person, name, to: holdingBack.appendingPathComponent("2"), as: "\(person)-\(name)"))
+                held.append(
+                    try copy(person, name, to: holdingBack.appendingPathComponent("2"), as: "\(person)-\(name)"))
             }
         }
         let nonFaces = data.appendingPathComponent("1")
@@ -327,7 +343,8 @@ struct ExportAndPredictTests {
             try ppm(width: 64, height: 64, seed: UInt64(index), kind: index % 3)
                 .write(to: nonFaces.appendingPathComponent("pattern\(index).ppm"))
         }
-        try Data(("[" + records.joined(separator: ", ") + "]").utf8).write(to: data.appendingPathComponent("users.json"))
+        try Data(("[" + records.joined(separator: ", ") + "]").utf8).write(
+            to: data.appendingPathComponent("users.json"))
         return held
     }
 
@@ -358,7 +375,9 @@ struct ExportAndPredictTests {
 
     /// Publishes a bundle with seeded ref-small weights and real exports (as fit writes them).
     @discardableResult
-    static func publishExportedBundle(in models: URL, users ids: [Int], inputSize: Int = 32, width: Int = 4) throws -> URL {
+    static func publishExportedBundle(in models: URL, users ids: [Int], inputSize: Int = 32, width: Int = 4) throws
+        -> URL
+    {
         let definition = ModelDefinition.referenceSmall(
             classLabels: ["1", "2"] + ids.map(String.init), inputSize: inputSize, width: width)
         var state: UInt64 = 99
@@ -382,7 +401,8 @@ struct ExportAndPredictTests {
             training: ["epochs": 1], seed: 1, dataFingerprint: "sha256:feed", gitCommit: nil, acceptThreshold: 0.4)
         try staging.writeWeights(model)
         for format in BundleExport.Format.allCases {
-            try staging.write(BundleExport.encode(model, manifest: manifest, format: format), named: format.bundleFileName)
+            try staging.write(
+                BundleExport.encode(model, manifest: manifest, format: format), named: format.bundleFileName)
         }
         return try staging.publishVersion(manifest: manifest)
     }

@@ -63,7 +63,8 @@ public struct FacePredictor {
     public init(bundle: ModelBundle) throws {
         try self.init(
             model: bundle.model,
-            names: Dictionary(bundle.manifest.classes.map { ($0.label, $0.name) }, uniquingKeysWith: { first, _ in first }),
+            names: Dictionary(
+                bundle.manifest.classes.map { ($0.label, $0.name) }, uniquingKeysWith: { first, _ in first }),
             threshold: bundle.manifest.acceptThreshold ?? 0)
     }
 
@@ -72,7 +73,8 @@ public struct FacePredictor {
         definition = model.definition
         network = try Network(model: model)
         var names = names
-        names[Manifest.ClassEntry.notAFace.label] = names[Manifest.ClassEntry.notAFace.label] ?? Manifest.ClassEntry.notAFace.name
+        names[Manifest.ClassEntry.notAFace.label] =
+            names[Manifest.ClassEntry.notAFace.label] ?? Manifest.ClassEntry.notAFace.name
         names[Manifest.ClassEntry.unknownPerson.label] =
             names[Manifest.ClassEntry.unknownPerson.label] ?? Manifest.ClassEntry.unknownPerson.name
         self.names = names
@@ -112,7 +114,9 @@ public struct FacePredictor {
         }
         let samples = decoded.compactMap { result -> FaceSample? in
             guard case .success(let image) = result else { return nil }
-            return FaceSample(path: "", label: 0, contentHash: "", image: image, originalWidth: image.width, originalHeight: image.height)
+            return FaceSample(
+                path: "", label: 0, contentHash: "", image: image, originalWidth: image.width,
+                originalHeight: image.height)
         }
         var rows: [[Float]] = []
         if !samples.isEmpty {
@@ -140,6 +144,7 @@ public struct FacePredictor {
             .map { ClassScore(label: labels[$0], name: names[labels[$0]] ?? "", probability: probabilities[$0]) }
         let decided = DecisionRule(classLabels: labels, threshold: threshold).decide(probabilities)
         return ImageClassification(
-            file: file, ranking: ranking, classLabels: labels, probabilities: probabilities, threshold: threshold, decidedLabel: decided.label)
+            file: file, ranking: ranking, classLabels: labels, probabilities: probabilities, threshold: threshold,
+            decidedLabel: decided.label)
     }
 }

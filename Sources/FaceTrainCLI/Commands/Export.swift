@@ -4,7 +4,8 @@ import Foundation
 /// `facetrain export`: writes a verified bundle's model as Core ML or ONNX, with the metadata fit used.
 struct Export: Command {
     static let name = "export"
-    static let abstract = "Write a verified bundle's model as Core ML (.mlmodel) or ONNX, identical to the bundle's own file."
+    static let abstract =
+        "Write a verified bundle's model as Core ML (.mlmodel) or ONNX, identical to the bundle's own file."
     static let arguments = "<bundle>"
     static var options: [OptionSpec] {
         [
@@ -22,7 +23,8 @@ struct Export: Command {
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 1)
         guard let bundle = arguments.positionals.first else {
-            throw UsageError(message: "Missing expected argument '<bundle>' (a bundle directory, version number or 'latest')")
+            throw UsageError(
+                message: "Missing expected argument '<bundle>' (a bundle directory, version number or 'latest')")
         }
         self.bundle = bundle
         let formatName: String = try arguments.required("format")
@@ -44,7 +46,9 @@ struct Export: Command {
             ? out.appendingPathComponent(format.bundleFileName) : out
         let expectedExtension = URL(fileURLWithPath: format.bundleFileName).pathExtension
         if target.pathExtension.lowercased() != expectedExtension {
-            printError("warning: \(target.path) does not end in .\(expectedExtension), the usual extension of \(format.rawValue) files")
+            printError(
+                "warning: \(target.path) does not end in .\(expectedExtension), the usual extension of \(format.rawValue) files"
+            )
         }
         do {
             try DurableFile.write(data, to: target)
@@ -53,11 +57,14 @@ struct Export: Command {
             throw ExportCommandError.cannotWrite(path: target.path, reason: reason)
         }
         let digest = SHA256.hash(data)
-        print("\(target.path): \(format.rawValue) export of version \(opened.version), \(data.count) bytes, sha256 \(digest)")
+        print(
+            "\(target.path): \(format.rawValue) export of version \(opened.version), \(data.count) bytes, sha256 \(digest)"
+        )
         if let own = opened.fileEntry(format.bundleFileName), own.sha256 != digest {
             printError(
                 "note: this differs from the bundle's own \(format.bundleFileName) (sha256 \(own.sha256)); "
-                    + "the bundle was exported by facetrain \(opened.manifest.facetrainVersion), this is \(FaceTrainVersion.string)")
+                    + "the bundle was exported by facetrain \(opened.manifest.facetrainVersion), this is \(FaceTrainVersion.string)"
+            )
         }
         return .success
     }

@@ -4,7 +4,8 @@ import Foundation
 /// `facetrain predict`: classifies image files with a bundle, as the app would.
 struct Predict: Command {
     static let name = "predict"
-    static let abstract = "Classify images with a bundle: top labels with names and probabilities, and whether the app would accept."
+    static let abstract =
+        "Classify images with a bundle: top labels with names and probabilities, and whether the app would accept."
     static let arguments = "<image>..."
     static var options: [OptionSpec] {
         [
@@ -90,7 +91,8 @@ struct Predict: Command {
         let topList = result.ranking.prefix(top).map {
             "{\"label\":\(quoted($0.label)),\"name\":\(quoted($0.name)),\"probability\":\(number($0.probability))}"
         }
-        return "{\"file\":\(quoted(result.file)),\"label\":\(quoted(result.top.label)),\"name\":\(quoted(result.top.name)),"
+        return
+            "{\"file\":\(quoted(result.file)),\"label\":\(quoted(result.top.label)),\"name\":\(quoted(result.top.name)),"
             + "\"confidence\":\(number(result.top.probability)),\"accepted\":\(result.accepted),"
             + "\"decision\":\(quoted(result.decidedLabel)),\"threshold\":\(result.threshold),"
             + "\"top\":[\(topList.joined(separator: ","))],\"probabilities\":{\(probabilities.joined(separator: ","))}}"
@@ -99,7 +101,9 @@ struct Predict: Command {
     private func number(_ value: Float) -> String { value.isFinite ? "\(value)" : "null" }
 
     private func quoted(_ text: String) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes])) ?? Data("[\"\"]".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]))
+            ?? Data("[\"\"]".utf8)
         return String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
     }
 }
