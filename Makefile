@@ -28,7 +28,7 @@ deps:
 
 # Python modules the tests use as independent consumers of the exports (onnxruntime, coremltools).
 pydeps:
-	@python3 -c "import numpy, onnx, onnxruntime, coremltools" 2>/dev/null || python3 -m pip install -q -r Tests/Scripts/requirements.txt
+	@python3 -c "import numpy, onnx, onnxruntime, coremltools, PIL" 2>/dev/null || python3 -m pip install -q -r Tests/Scripts/requirements.txt
 
 build: deps
 	$(SWIFT) build -c $(CONFIG)

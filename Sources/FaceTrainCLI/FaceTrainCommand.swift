@@ -36,7 +36,10 @@ extension Command {
 @main
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
-        [DataCheck.self, Synth.self, Fit.self, Eval.self, Verify.self, ListVersions.self, Publish.self, Rollback.self, Bench.self]
+        [
+            DataCheck.self, Synth.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self, ListVersions.self,
+            Publish.self, Rollback.self, Bench.self,
+        ]
             + TestHooks.commands
     }
 

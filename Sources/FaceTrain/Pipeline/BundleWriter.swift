@@ -40,13 +40,12 @@ public enum BundleWriter {
                 training: training, seed: configuration.seed, dataFingerprint: fingerprint,
                 gitCommit: ProcessInfo.processInfo.environment["FACETRAIN_GIT_COMMIT"] ?? gitCommit(),
                 metrics: summary, acceptThreshold: threshold, parentVersion: parentVersion)
-            let metadata = ExportMetadata(
-                version: staging.version, author: "facetrain", license: "Proprietary: for the registered users' app only",
-                manifestSHA256: try manifest.contentSHA256, acceptThreshold: threshold, dataFingerprint: fingerprint)
             try staging.writeWeights(fit.model)
             try staging.write(metricsData, named: "metrics.json")
-            try staging.write(CoreMLExporter.encode(fit.model, metadata: metadata), named: CoreMLExporter.fileName)
-            try staging.write(ONNXExporter.encode(fit.model, metadata: metadata), named: ONNXExporter.fileName)
+            for format in BundleExport.Format.allCases {
+                try staging.write(
+                    BundleExport.encode(fit.model, manifest: manifest, format: format), named: format.bundleFileName)
+            }
             return try staging.publishVersion(manifest: manifest)
         } catch {
             staging.discard()
