@@ -9,21 +9,8 @@ enum BundleFixture {
     static func model(users: [Int] = [17, 23], seed: UInt64 = 1) -> TrainedModel {
         let definition = ModelDefinition.referenceSmall(
             classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
-        var state = seed
-        func next() -> Float {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Float(Int64(bitPattern: state >> 11) % 20_000) / 10_000 - 1
-        }
-        let weights = zip(definition.layerNames, definition.layers).map { name, layer in
-            LayerWeights(
-                name: name,
-                tensors: layer.parameterShapes.map { tensorName, shape in
-                    NamedTensor(
-                        name: tensorName,
-                        tensor: Tensor(shape: shape, scalars: (0..<shape.reduce(1, *)).map { _ in next() }))
-                })
-        }
-        return TrainedModel(definition: definition, weights: weights)
+        // He-initialised by the engine: deterministic for the seed, and loadable by every consumer.
+        return try! Network(definition: definition, seed: seed).trainedModel
     }
 
     static func users(_ ids: [Int]) -> [Manifest.UserEntry] {

@@ -46,21 +46,7 @@ struct TestWriteBundle: Command {
         staging.checkpoint = { TestHooks.pause(at: $0.rawValue) }
         let definition = ModelDefinition.referenceSmall(
             classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
-        var state = seed
-        func next() -> Float {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Float(Int64(bitPattern: state >> 11) % 2000) / 1000 - 1
-        }
-        let weights = zip(definition.layerNames, definition.layers).map { name, layer in
-            LayerWeights(
-                name: name,
-                tensors: layer.parameterShapes.map { tensorName, shape in
-                    NamedTensor(
-                        name: tensorName,
-                        tensor: Tensor(shape: shape, scalars: (0..<shape.reduce(1, *)).map { _ in next() }))
-                })
-        }
-        try staging.writeWeights(TrainedModel(definition: definition, weights: weights))
+        try staging.writeWeights(Network(definition: definition, seed: seed).trainedModel)
         try staging.write(Data("{\"user_accuracy\": 0.9}\n".utf8), named: "metrics.json")
         let manifest = Manifest(
             version: staging.version, definition: definition,
