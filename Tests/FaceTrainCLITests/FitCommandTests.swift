@@ -70,6 +70,11 @@ struct FitCommandTests {
             rest = rest[end.upperBound...]
         }
 
+        // A report that cannot be written names its path.
+        let unwritable = data.deletingLastPathComponent().appendingPathComponent("missing/report.html").path
+        let failed = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--report", unwritable])
+        #expect(failed.status == 1 && failed.standardError.contains("cannot write \(unwritable)"), "\(failed.standardError)")
+
         // eval on a folder: a folder the model does not know counts as unknown people.
         let probe = data.deletingLastPathComponent().appendingPathComponent("probe")
         try FileManager.default.createDirectory(at: probe.appendingPathComponent("stranger"), withIntermediateDirectories: true)

@@ -49,7 +49,7 @@ struct Checkpoint {
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try DurableFile.write(data, to: url)
         } catch {
-            throw .checkpointNotWritable(path: url.path, reason: "\(error)")
+            throw .checkpointNotWritable(path: url.path, reason: (error as? FileWriteError)?.reason ?? "\(error)")
         }
     }
 
@@ -74,13 +74,27 @@ struct Checkpoint {
     }
 }
 
+/// A file that could not be written; names it and says why.
+public struct FileWriteError: Error, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String {
+        "cannot write \(path): \(reason). HINT: check that the folder exists, is writable and has free space."
+    }
+
+    init(path: String, code: Int32) {
+        self.path = path
+        self.reason = String(cString: strerror(code))
+    }
+}
+
 /// Writes files so that a crash leaves the old content or the new, never a mix.
 public enum DurableFile {
     /// Writes `data` to a temporary sibling, fsyncs it, renames it over `url` and fsyncs the folder.
     public static func write(_ data: Data, to url: URL) throws {
         let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).tmp-\(getpid())")
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        guard descriptor >= 0 else { throw FileWriteError(path: url.path, code: errno) }
         var failure: Int32 = 0
         data.withUnsafeBytes { bytes in
             var written = 0
@@ -99,7 +113,7 @@ public enum DurableFile {
         if failure == 0 && rename(temporary.path, url.path) != 0 { failure = errno }
         guard failure == 0 else {
             unlink(temporary.path)
-            throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO)
+            throw FileWriteError(path: url.path, code: failure)
         }
         let folder = open(url.deletingLastPathComponent().path, O_RDONLY)
         if folder >= 0 {
