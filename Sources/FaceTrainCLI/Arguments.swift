@@ -13,6 +13,8 @@ struct OptionSpec: Sendable {
     let valueName: String?
     let help: String
     var defaultValue: String? = nil
+    /// Shown without brackets in the usage line; `ParsedArguments.required` enforces it.
+    var isRequired = false
 
     static func flag(_ name: String, _ help: String) -> OptionSpec {
         OptionSpec(name: name, valueName: nil, help: help)
@@ -20,6 +22,11 @@ struct OptionSpec: Sendable {
 
     static func option(_ name: String, _ valueName: String, _ help: String, default value: String? = nil) -> OptionSpec {
         OptionSpec(name: name, valueName: valueName, help: help, defaultValue: value)
+    }
+
+    /// An option the command cannot run without.
+    static func required(_ name: String, _ valueName: String, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, valueName: valueName, help: help, isRequired: true)
     }
 
     var label: String { valueName.map { "--\(name) <\($0)>" } ?? "--\(name)" }

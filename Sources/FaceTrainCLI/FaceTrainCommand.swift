@@ -20,7 +20,7 @@ protocol Command {
 extension Command {
     static var arguments: String { "" }
     static var usage: String {
-        (["facetrain \(name)", arguments] + options.map { "[\($0.label)]" }).filter { !$0.isEmpty }.joined(separator: " ")
+        (["facetrain \(name)", arguments] + options.map { $0.isRequired ? $0.label : "[\($0.label)]" }).filter { !$0.isEmpty }.joined(separator: " ")
     }
     static var help: String {
         var lines = ["OVERVIEW: \(abstract)", "", "USAGE: \(usage)", "", "OPTIONS:"]

@@ -9,8 +9,8 @@ struct Export: Command {
     static let arguments = "<bundle>"
     static var options: [OptionSpec] {
         [
-            .option("format", "coreml|onnx", "Export format."),
-            .option("out", "file", "File to write (atomically); an existing folder gets the bundle's file name."),
+            .required("format", "coreml|onnx", "Export format."),
+            .required("out", "file", "File to write (atomically); an existing folder gets the bundle's file name."),
             .option("models", "dir", "Models folder that version numbers and 'latest' refer to.", default: "models"),
         ]
     }

@@ -7,7 +7,7 @@ struct Fit: Command {
     static let abstract = "Train a face classifier from per-user folders and write a versioned bundle."
     static var options: [OptionSpec] {
         [
-            .option("data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
+            .required("data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
             .option("out", "dir", "Models folder the bundle version is written into.", default: "models"),
             .option("epochs", "n", "Passes over the training crops.", default: "60"),
             .option("batch-size", "n", "Crops per training step.", default: "32"),

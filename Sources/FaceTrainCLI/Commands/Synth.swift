@@ -7,7 +7,7 @@ struct Synth: Command {
     static let abstract = "Generate a synthetic data set of face crops for demos and tests."
     static var options: [OptionSpec] {
         [
-            .option("out", "dir", "Folder to create: <id>/<n>.jpg per class and users.json."),
+            .required("out", "dir", "Folder to create: <id>/<n>.jpg per class and users.json."),
             .option("users", "n", "Enrolled people; their ids start at 3.", default: "20"),
             .option("per-user", "n", "Crops per enrolled person.", default: "25"),
             .option("seed", "n", "Same seed and counts give byte-identical files.", default: "1"),
