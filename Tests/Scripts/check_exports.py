@@ -63,7 +63,7 @@ class Checks:
 # ---------------------------------------------------------------------------------------------
 # ONNX
 
-ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "MaxPool", "GlobalAveragePool",
+ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "LpNormalization", "MaxPool", "GlobalAveragePool",
                   "Flatten", "Gemm", "Softmax"}
 
 
@@ -161,7 +161,7 @@ def check_onnx(path, cases_file, checks, batch):
 # ---------------------------------------------------------------------------------------------
 # Core ML
 
-COREML_LAYERS = {"convolution", "batchnorm", "activation", "pooling", "innerProduct", "softmax", "flatten"}
+COREML_LAYERS = {"convolution", "batchnorm", "activation", "l2normalize", "pooling", "innerProduct", "softmax", "flatten"}
 COLOR_SPACES = {"RGB": "RGB", "GRAY": "GRAYSCALE"}
 
 
@@ -358,6 +358,10 @@ def run_coreml(spec, image):
                 * gamma[:, None, None] + beta[:, None, None]
         elif kind == "activation":
             x = np.maximum(x, 0)
+        elif kind == "l2normalize":
+            # Core ML: x / sqrt(sum over C, H, W of x^2 + epsilon); epsilon 0 means the default 1e-6.
+            epsilon = params.epsilon or 1e-6
+            x = x / np.sqrt(np.sum(x.astype(np.float64) ** 2) + epsilon).astype(np.float32)
         elif kind == "pooling":
             x = pooling(x, params)
         elif kind == "flatten":

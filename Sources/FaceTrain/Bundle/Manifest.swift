@@ -226,6 +226,8 @@ public struct Manifest: Codable, Sendable, Equatable {
             "MaxPool2D \(size)x\(size), stride \(stride)"
         case .globalAveragePool:
             "GlobalAveragePool"
+        case .l2Normalize(let scale):
+            "L2Normalize to length \(scale)"
         case .linear(let inputFeatures, let outputFeatures):
             "Linear (fully connected) \(inputFeatures)->\(outputFeatures)"
         case .dropout(let rate):

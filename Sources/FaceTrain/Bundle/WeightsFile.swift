@@ -175,7 +175,7 @@ public enum WeightsFile {
             try group.writeInt32s("features_in_out", [Int32(inputFeatures), Int32(outputFeatures)])
         case .dropout(let rate):
             try group.writeFloats("rate", [rate], scalar: true)
-        case .relu, .globalAveragePool:
+        case .relu, .globalAveragePool, .l2Normalize:
             break
         }
     }

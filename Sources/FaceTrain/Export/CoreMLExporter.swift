@@ -157,6 +157,9 @@ public enum CoreMLExporter {
             }
         case .relu:
             writer.writeMessage(Field.Layer.activation) { $0.writeMessage(10) { _ in } }
+        case .l2Normalize:
+            // y = x / sqrt(Σx² + ε) over C×H×W; ε must be non-zero (0 reads as unset).
+            writer.writeMessage(Field.Layer.l2normalize) { $0.writeFloat(1, 1e-12) }
         case .maxPool(let size, let stride):
             writer.writeMessage(Field.Layer.pooling) { pool in
                 pool.writeUnsigned(1, PoolingType.max)
@@ -238,6 +241,7 @@ public enum CoreMLExporter {
             static let convolution = 100
             static let pooling = 120
             static let activation = 130
+            static let l2normalize = 170
             static let innerProduct = 140
             static let batchnorm = 160
             static let softmax = 175

@@ -47,6 +47,8 @@ struct ExportPlan {
             weight: [Float], bias: [Float])
         case batchNorm(channels: Int, epsilon: Float, gamma: [Float], beta: [Float], mean: [Float], variance: [Float])
         case relu
+        /// Unit length along the channels (the scale is folded into the next inner product).
+        case l2Normalize
         case maxPool(size: Int, stride: Int)
         case globalAveragePool
         case flatten
@@ -87,6 +89,7 @@ struct ExportPlan {
         var shape = DataShape.spatial(
             channels: definition.input.channels, height: definition.input.height, width: definition.input.width)
         var lastLayer: String?
+        var pendingScale: Float?  // of an l2Normalize, waiting for the inner product to absorb it
         for (index, layer) in definition.layers.enumerated() {
             let name = definition.layerNames[index]
             let parameters = try Self.parameters(of: layer, named: name, index: index, weights: model.weights[index])
@@ -95,7 +98,16 @@ struct ExportPlan {
                 pending.append(("flatten", .flatten, []))
                 shape = .flat(features: channels * height * width)
             }
-            let operation = try Self.operation(for: layer, named: name, parameters: parameters, shape: &shape)
+            var operation = try Self.operation(for: layer, named: name, parameters: parameters, shape: &shape)
+            if case .l2Normalize(let scale) = layer {
+                guard pendingScale == nil else { throw .invalidLayer(layer: name, reason: "two normalisations in a row") }
+                pendingScale = scale
+            } else if case .innerProduct(let inputs, let outputs, let weight, let bias) = operation, let scale = pendingScale {
+                operation = .innerProduct(inputFeatures: inputs, outputFeatures: outputs, weight: weight.map { $0 * scale }, bias: bias)
+                pendingScale = nil
+            } else if pendingScale != nil, !(layer == .relu) {
+                throw .invalidLayer(layer: name, reason: "an l2Normalize must be followed by a linear layer")
+            }
             let suffixes: [String]
             if case .batchNorm2D = layer {
                 suffixes = naming.batchNormTensorSuffixes
@@ -282,6 +294,8 @@ struct ExportPlan {
                 variance: parameters["running_var", default: []])
         case (.relu, _):
             return .relu
+        case (.l2Normalize, _):
+            return .l2Normalize
         case (.maxPool2D(let size, let stride), .spatial(let channels, let height, let width)):
             guard size > 0, stride > 0, size <= height, size <= width else {
                 throw .invalidLayer(

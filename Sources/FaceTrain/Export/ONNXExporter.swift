@@ -156,6 +156,8 @@ public enum ONNXExporter {
                 ("BatchNormalization", [.float("epsilon", epsilon)])
             case .relu:
                 ("Relu", [])
+            case .l2Normalize:
+                ("LpNormalization", [.int("axis", 1), .int("p", 2)])
             case .maxPool(let size, let stride):
                 ("MaxPool", [.ints("kernel_shape", [size, size]), .ints("strides", [stride, stride])])
             case .globalAveragePool:
@@ -181,7 +183,7 @@ public enum ONNXExporter {
             [([channels], gamma), ([channels], beta), ([channels], mean), ([channels], variance)]
         case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
             [([outputFeatures, inputFeatures], weight), ([outputFeatures], bias)]
-        case .relu, .maxPool, .globalAveragePool, .flatten, .softmax:
+        case .relu, .l2Normalize, .maxPool, .globalAveragePool, .flatten, .softmax:
             []
         }
     }

@@ -38,6 +38,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     case relu
     case maxPool2D(size: Int, stride: Int)
     case globalAveragePool
+    /// Each embedding scaled to length `scale` (see `L2Normalize`).
+    case l2Normalize(scale: Float)
     case linear(inputFeatures: Int, outputFeatures: Int)
     case dropout(rate: Float)
 
@@ -49,6 +51,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case .relu: "relu"
         case .maxPool2D: "maxpool2d"
         case .globalAveragePool: "globalavgpool"
+        case .l2Normalize: "l2normalize"
         case .linear: "linear"
         case .dropout: "dropout"
         }
@@ -63,7 +66,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
             [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]
         case let .linear(inputFeatures, outputFeatures):
             [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
-        case .relu, .maxPool2D, .globalAveragePool, .dropout:
+        case .relu, .maxPool2D, .globalAveragePool, .l2Normalize, .dropout:
             []
         }
     }

@@ -43,6 +43,7 @@ public struct Network: Sendable, CustomStringConvertible {
             case .relu: layers.append(ReLU())
             case let .maxPool2D(size, stride): layers.append(MaxPool2D(size: size, stride: stride))
             case .globalAveragePool: layers.append(GlobalAveragePool())
+            case let .l2Normalize(scale): layers.append(L2Normalize(scale: scale))
             case let .linear(inputFeatures, outputFeatures):
                 layers.append(Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator))
             case let .dropout(rate): layers.append(Dropout(rate: rate, generator: generator.split()))
@@ -356,6 +357,9 @@ public struct Network: Sendable, CustomStringConvertible {
             }
         case .globalAveragePool:
             guard shape.count == 4 else { throw fail("expects [C, H, W] input, gets \(shape.dropFirst())") }
+        case let .l2Normalize(scale):
+            guard shape.count == 2 else { throw fail("expects [features] input, gets \(shape.dropFirst())") }
+            guard scale > 0, scale.isFinite else { throw fail("scale \(scale) must be positive") }
         case let .linear(inputFeatures, outputFeatures):
             guard shape.dropFirst().reduce(1, *) == inputFeatures, outputFeatures > 0 else {
                 throw fail("expects \(inputFeatures) input features, gets \(shape.dropFirst().reduce(1, *))")

@@ -104,6 +104,17 @@ import Testing
         #expect(relu.backward(Tensor(shape: [3], scalars: [5, 6, 7])).scalars == [0, 0, 7])
     }
 
+    @Test func l2NormalizeGradientsAndHandCase() {
+        #expect(GradientCheck(L2Normalize(scale: 3), input: TestData.spaced([3, 5], seed: 9)).worst < 1e-2)
+        var layer = L2Normalize(scale: 10)
+        // (3, 4) has length 5: scaled to length 10 it is (6, 8).
+        #expect(layer.forward(Tensor(shape: [1, 2], scalars: [3, 4]), mode: .training).scalars == [6, 8])
+        // Along the input the output cannot change (the gradient vanishes); across it, it scales by s/‖x‖ = 2.
+        #expect(layer.backward(Tensor(shape: [1, 2], scalars: [3, 4])).scalars.allSatisfy { abs($0) < 1e-6 })
+        let across = layer.backward(Tensor(shape: [1, 2], scalars: [-4, 3])).scalars
+        #expect(abs(across[0] + 8) < 1e-5 && abs(across[1] - 6) < 1e-5)
+    }
+
     @Test func maxPoolGradientsAndHandCase() {
         #expect(GradientCheck(MaxPool2D(size: 2, stride: 2), input: TestData.spaced([2, 2, 4, 6], seed: 7)).worst < 1e-2)
         #expect(GradientCheck(MaxPool2D(size: 3, stride: 2), input: TestData.spaced([1, 2, 5, 5], seed: 8)).worst < 1e-2)

@@ -160,6 +160,9 @@ enum ReferenceForwardPass {
                 }
             case .relu:
                 data = data.map { max($0, 0) }
+            case .l2Normalize(let scale):
+                let norm = max(data.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-6)
+                data = data.map { $0 * Double(scale) / norm }
             case .maxPool2D(let size, let stride):
                 let outHeight = (height - size) / stride + 1
                 let outWidth = (width - size) / stride + 1
