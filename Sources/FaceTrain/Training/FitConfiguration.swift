@@ -16,6 +16,8 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     public var weightDecay = 0.01
     public var warmupEpochs = 3
     public var labelSmoothing = 0.1
+    /// Additive margin on the true class's logit in the training loss (see `SoftmaxCrossEntropy`).
+    public var margin = 2.0
     /// Gradients are rescaled when their global norm exceeds this.
     public var gradientClipNorm = 5.0
     /// Unknown-person false accept rate the accept threshold is chosen for.
@@ -27,7 +29,7 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case epochs, seed, holdout, width, augmentation
         case batchSize = "batch_size", inputSize = "input_size", learningRate = "learning_rate"
-        case weightDecay = "weight_decay", warmupEpochs = "warmup_epochs", labelSmoothing = "label_smoothing"
+        case weightDecay = "weight_decay", warmupEpochs = "warmup_epochs", labelSmoothing = "label_smoothing", margin
         case gradientClipNorm = "gradient_clip_norm", targetFalseAcceptRate = "target_far"
     }
 }

@@ -195,7 +195,9 @@ public final class FitSession {
                 network: network, optimizer: AdamW(weightDecay: Float(configuration.weightDecay)),
                 learningRate: Float(configuration.learningRate),
                 schedule: .cosine(warmupSteps: configuration.warmupEpochs * batchCount, totalSteps: configuration.epochs * batchCount, minimumFactor: 0),
-                loss: SoftmaxCrossEntropy(labelSmoothing: Float(configuration.labelSmoothing), classWeights: classWeights),
+                loss: SoftmaxCrossEntropy(
+                    labelSmoothing: Float(configuration.labelSmoothing), classWeights: classWeights,
+                    targetMargin: Float(configuration.margin)),
                 maximumGradientNorm: Float(configuration.gradientClipNorm))
         } catch {
             throw .engine("\(error)")

@@ -18,6 +18,7 @@ struct Fit: Command {
             .option("width", "n", "Channels of the first block (16 gives ref-small).", default: "16"),
             .option("target-far", "rate", "Unknown-person false accept rate the accept threshold is chosen for.", default: "0.05"),
             .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
+            .option("margin", "m", "Additive margin on the true class's logit while training (0 = plain cross-entropy).", default: "2"),
             .flag("skip-bad", "Train without unreadable images, naming each one."),
             .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event (for CI logs)."),
@@ -44,6 +45,8 @@ struct Fit: Command {
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.width = try arguments.required("width")
         configuration.targetFalseAcceptRate = try arguments.required("target-far")
+        configuration.margin = try arguments.required("margin")
+        guard configuration.margin >= 0 else { throw UsageError(message: "--margin must be 0 or positive") }
         guard configuration.epochs >= 1 else { throw UsageError(message: "--epochs must be at least 1") }
         guard configuration.batchSize >= 2 else { throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)") }
         guard configuration.inputSize >= 32, configuration.inputSize % 8 == 0 else { throw UsageError(message: "--input-size must be a multiple of 8, at least 32") }

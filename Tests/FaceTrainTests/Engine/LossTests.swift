@@ -56,4 +56,27 @@ import Testing
         #expect(loss.isFinite && loss > 1000)
         #expect(gradient.scalars.allSatisfy { $0.isFinite })
     }
+
+    @Test func marginShiftsTheTrueLogit() {
+        let (batch, classes) = (3, 4)
+        let logits = TestData.normal([batch, classes], seed: 13, standardDeviation: 2)
+        let labels = [3, 0, 1]
+        let (value, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0.1, targetMargin: 1.5).lossAndGradient(logits: logits, labels: labels)
+        // Definition: the plain loss of the logits with 1.5 taken off each true class.
+        func direct(_ z: [Double]) -> Double {
+            var shifted = z
+            for (row, label) in labels.enumerated() { shifted[row * classes + label] -= 1.5 }
+            return Self.directLoss(shifted, classes: classes, labels: labels, smoothing: 0.1, weights: [1, 1, 1, 1])
+        }
+        let z = logits.scalars.map(Double.init)
+        #expect(abs(Double(value) - direct(z)) < 1e-6 * max(1, direct(z)))
+        #expect(Double(value) > Self.directLoss(z, classes: classes, labels: labels, smoothing: 0.1, weights: [1, 1, 1, 1]))
+        let h = 1e-5
+        for index in 0..<z.count {
+            var plus = z, minus = z
+            plus[index] += h
+            minus[index] -= h
+            #expect(abs(Double(gradient.scalars[index]) - (direct(plus) - direct(minus)) / (2 * h)) < 1e-5, "logit \(index)")
+        }
+    }
 }
