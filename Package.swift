@@ -27,7 +27,8 @@ let package = Package(
         .executableTarget(name: "FaceTrainCLI", dependencies: ["FaceTrain"]),
 
         // MARK: - Tests
-        .testTarget(name: "FaceTrainTests", dependencies: ["FaceTrain", "CTurboJPEG", "CPNG"]),
-        .testTarget(name: "FaceTrainCLITests", dependencies: ["FaceTrainCLI", "FaceTrain"]),
+        .target(name: "FaceTrainTestSupport", dependencies: ["FaceTrain"], path: "Tests/FaceTrainTestSupport"),
+        .testTarget(name: "FaceTrainTests", dependencies: ["FaceTrain", "FaceTrainTestSupport", "CTurboJPEG", "CPNG"]),
+        .testTarget(name: "FaceTrainCLITests", dependencies: ["FaceTrainCLI", "FaceTrain", "FaceTrainTestSupport"]),
     ]
 )

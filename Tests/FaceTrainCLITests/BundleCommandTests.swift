@@ -1,5 +1,6 @@
 import FaceTrain
 import Foundation
+import FaceTrainTestSupport
 import Testing
 
 @Suite("verify, list, publish, rollback commands")

@@ -1,4 +1,5 @@
 import Foundation
+import FaceTrainTestSupport
 import Testing
 
 @testable import FaceTrain

@@ -1,24 +1,23 @@
 import Foundation
 
-@testable import FaceTrain
+import FaceTrain
 
-/// Small models, exports and metrics for bundle tests. (Tests/FaceTrainTests/Bundle has the original:
-/// test targets cannot share files.)
-enum BundleFixture {
+/// Small models, exports and metrics for bundle tests, shared by both test targets.
+public enum BundleFixture {
     /// A ref-small model at width 4 on 16x16 input with seeded random weights.
-    static func model(users: [Int] = [17, 23], seed: UInt64 = 1) -> TrainedModel {
+    public static func model(users: [Int] = [17, 23], seed: UInt64 = 1) -> TrainedModel {
         let definition = ModelDefinition.referenceSmall(
             classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
         // He-initialised by the engine: deterministic for the seed, and loadable by every consumer.
         return try! Network(definition: definition, seed: seed).trainedModel
     }
 
-    static func users(_ ids: [Int]) -> [Manifest.UserEntry] {
+    public static func users(_ ids: [Int]) -> [Manifest.UserEntry] {
         ids.map { Manifest.UserEntry(id: $0, name: "User \($0)", position: "Engineer") }
     }
 
     /// metrics.json as eval writes it.
-    static func metrics(
+    public static func metrics(
         userAccuracy: Double = 0.95, unknownFAR: Double = 0.02, nonfaceFAR: Double = 0.01,
         recalls: [String: Double] = [:]
     ) -> Data {
@@ -36,7 +35,7 @@ enum BundleFixture {
 
     // MARK: Minimal protobuf, enough for the parts of exports verification reads
 
-    static func varint(_ value: UInt64) -> [UInt8] {
+    public static func varint(_ value: UInt64) -> [UInt8] {
         var value = value
         var bytes: [UInt8] = []
         repeat {
@@ -48,14 +47,14 @@ enum BundleFixture {
         return bytes
     }
 
-    static func field(_ number: UInt64, _ payload: [UInt8]) -> [UInt8] {
+    public static func field(_ number: UInt64, _ payload: [UInt8]) -> [UInt8] {
         varint(number << 3 | 2) + varint(UInt64(payload.count)) + payload
     }
 
-    static func field(_ number: UInt64, _ text: String) -> [UInt8] { field(number, Array(text.utf8)) }
+    public static func field(_ number: UInt64, _ text: String) -> [UInt8] { field(number, Array(text.utf8)) }
 
     /// A Core ML classifier skeleton: spec version, metadata, string class labels.
-    static func coreML(labels: [String], manifestSHA256: String?) -> Data {
+    public static func coreML(labels: [String], manifestSHA256: String?) -> Data {
         var metadata = field(2, "1.0.0")
         if let manifestSHA256 { metadata += field(100, field(1, "manifestSHA256") + field(2, manifestSHA256)) }
         let description = field(100, metadata)
@@ -64,7 +63,7 @@ enum BundleFixture {
     }
 
     /// An ONNX model skeleton with the `class_labels` metadata.
-    static func onnx(labels: [String]) -> Data {
+    public static func onnx(labels: [String]) -> Data {
         let json = "[" + labels.map { "\"\($0)\"" }.joined(separator: ",") + "]"
         return Data(
             varint(1 << 3) + varint(7) + field(2, "facetrain") + field(14, field(1, "class_labels") + field(2, json)))
@@ -72,7 +71,7 @@ enum BundleFixture {
 
     /// Writes and publishes a complete bundle (weights, metrics, both exports); returns its URL.
     @discardableResult
-    static func publish(
+    public static func publish(
         in models: URL, users ids: [Int] = [17, 23], seed: UInt64 = 1, metrics: Data? = BundleFixture.metrics(),
         exportLabels: [String]? = nil, parentVersion: Int? = nil
     ) throws -> URL {
@@ -94,14 +93,14 @@ enum BundleFixture {
     }
 
     /// A fresh empty directory under the system temporary directory.
-    static func temporaryDirectory() -> URL {
+    public static func temporaryDirectory() -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-bundle-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
 
     /// Flips one byte of a (read-only) file in place.
-    static func flipByte(in url: URL, at offset: Int) throws {
+    public static func flipByte(in url: URL, at offset: Int) throws {
         chmod(url.path, 0o644)
         var data = try Data(contentsOf: url)
         let index = offset >= 0 ? offset : data.count + offset
@@ -110,7 +109,7 @@ enum BundleFixture {
     }
 
     /// Runs a program and returns its exit status and standard output.
-    static func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> (
+    public static func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> (
         status: Int32, output: String
     ) {
         let process = Process()
