@@ -2,8 +2,8 @@
 ///
 /// Training: y = γ·(x - μ_B)/√(σ²_B + ε) + β with the batch's biased mean and variance over
 /// N·H·W, and running = (1 - momentum)·running + momentum·batch (unbiased variance, as PyTorch).
-/// Inference uses the running statistics. Shapes: input and output [N, C, H, W]; γ, β, running
-/// mean and variance [C].
+/// Inference uses the running statistics. Shapes: input and output [N, C, H, W], or [N, C] (as
+/// PyTorch's BatchNorm1d, for the pooled embedding); γ, β, running mean and variance [C].
 public struct BatchNorm2D: Layer {
     public let channels: Int
     public let epsilon: Float
@@ -61,8 +61,8 @@ public struct BatchNorm2D: Layer {
     }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
-        precondition(input.shape.count == 4 && input.shape[1] == channels, "BatchNorm2D expects [N, \(channels), H, W], got \(input.shape)")
-        let (batch, pixels) = (input.shape[0], input.shape[2] * input.shape[3])
+        precondition((input.shape.count == 4 || input.shape.count == 2) && input.shape[1] == channels, "BatchNorm2D expects [N, \(channels), H, W] or [N, \(channels)], got \(input.shape)")
+        let (batch, pixels) = (input.shape[0], input.count / max(input.shape[0] * channels, 1))
         var statisticsMean = runningMean.value.scalars
         var variance = runningVariance.value.scalars
         if mode == .training {
@@ -112,7 +112,7 @@ public struct BatchNorm2D: Layer {
     }
 
     public mutating func backward(_ outputGradient: Tensor) -> Tensor {
-        let (batch, pixels) = (input.shape[0], input.shape[2] * input.shape[3])
+        let (batch, pixels) = (input.shape[0], input.count / max(input.shape[0] * channels, 1))
         var sumGradient = [Double](repeating: 0, count: channels), sumCentered = sumGradient
         let mean = self.mean
         input.scalars.withUnsafeBufferPointer { x in

@@ -1,8 +1,8 @@
 /// Named architectures, as readable lists of layers.
 extension ModelDefinition {
     /// `ref-small`: three blocks of Conv 3x3 + BatchNorm + ReLU + MaxPool 2x2 (16, 32, 64 channels
-    /// at width 16), Conv 3x3 to 128 + BatchNorm + ReLU, global average pooling (the 128-d face
-    /// embedding), the embedding scaled to length 16, then Linear to the classes.
+    /// at width 16), Conv 3x3 to 128 + BatchNorm + ReLU, global average pooling, BatchNorm (the
+    /// 128-d face embedding), the embedding scaled to length 16, then Linear to the classes.
     public static func referenceSmall(
         classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
     ) -> ModelDefinition {
@@ -24,6 +24,10 @@ extension ModelDefinition {
             .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
             .relu,
             .globalAveragePool,
+            // Batch norm of the pooled features (a "BN neck", Luo et al. 2019): centres the
+            // embedding, which after ReLU and pooling is all positive, so that people spread over
+            // the whole sphere the normalisation maps them onto instead of one narrow cone.
+            .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
             .l2Normalize(scale: 16),
             .linear(inputFeatures: embedding, outputFeatures: classLabels.count),
         ]

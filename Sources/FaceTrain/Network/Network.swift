@@ -223,13 +223,15 @@ public struct Network: Sendable, CustomStringConvertible {
         return logits
     }
 
-    /// The face embeddings [N, features] for images [N, C, H, W]: the output of the last global
-    /// average pool, in inference mode.
+    /// The face embeddings [N, features] for images [N, C, H, W], in inference mode: what the
+    /// classifier compares, i.e. the input of the L2 normalisation when there is one (after the
+    /// batch-norm neck), otherwise the output of the last global average pool.
     public mutating func embeddings(for images: Tensor) throws -> Tensor {
         try validate(images)
-        guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool),
-            let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == poolIndex })
-        else { throw NetworkError.noEmbedding }
+        guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool) else { throw NetworkError.noEmbedding }
+        let normalizeIndex = definition.layers.lastIndex { if case .l2Normalize = $0 { true } else { false } }
+        let embeddingLayer = normalizeIndex.map { max($0 - 1, poolIndex) } ?? poolIndex
+        guard let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == embeddingLayer }) else { throw NetworkError.noEmbedding }
         run(images, mode: .inference, stageCount: stageIndex + 1)
         return Tensor(shape: outputShapes[stageIndex], scalars: outputs[stageIndex].array)
     }
@@ -347,7 +349,7 @@ public struct Network: Sendable, CustomStringConvertible {
                 shape[2] + 2 * padding >= kernelSize, shape[3] + 2 * padding >= kernelSize
             else { throw fail("kernel \(kernelSize), stride \(stride), padding \(padding) do not fit \(shape.dropFirst())") }
         case let .batchNorm2D(channels, epsilon, momentum):
-            guard shape.count == 4, shape[1] == channels else { throw fail("expects \(channels) channels, gets \(shape.dropFirst())") }
+            guard shape.count == 4 || shape.count == 2, shape[1] == channels else { throw fail("expects \(channels) channels, gets \(shape.dropFirst())") }
             guard epsilon > 0, (0...1).contains(momentum) else { throw fail("needs epsilon > 0 and momentum in 0...1") }
         case .relu:
             break

@@ -37,7 +37,7 @@ struct ManifestTests {
         #expect((object["metrics"] as? [String: Double])?["user_accuracy"] == 0.9)
         let architecture = try #require(object["architecture"] as? [[String: Any]])
         #expect(architecture.first?["summary"] as? String == "Conv2D 3->4, kernel 3x3, stride 1, padding 1")
-        #expect(architecture.last?["name"] as? String == "17.linear")
+        #expect(architecture.last?["name"] as? String == "18.linear")
     }
 
     @Test func encodingIsPrettySortedAndRoundTrips() throws {

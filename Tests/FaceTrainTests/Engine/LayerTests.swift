@@ -36,6 +36,13 @@ import Testing
         norm.weight.value = Tensor(shape: [3], scalars: [0.5, -1.5, 2])
         norm.bias.value = Tensor(shape: [3], scalars: [0.1, 0.2, -0.3])
         #expect(GradientCheck(norm, input: TestData.normal([3, 3, 2, 3], seed: 5, standardDeviation: 2)).worst < 1e-2)
+        // [N, C] input (the embedding's batch norm) is the same layer with H·W = 1.
+        #expect(GradientCheck(norm, input: TestData.normal([6, 3], seed: 6, standardDeviation: 2)).worst < 1e-2)
+        let flat = TestData.normal([4, 3], seed: 7)
+        var asImages = norm, asVectors = norm
+        let images = asImages.forward(Tensor(shape: [4, 3, 1, 1], scalars: flat.scalars), mode: .training)
+        let vectors = asVectors.forward(flat, mode: .training)
+        #expect(vectors.shape == [4, 3] && vectors.scalars == images.scalars)
     }
 
     @Test func batchNormByHand() {
