@@ -2,7 +2,7 @@
 ///
 /// Shapes: input [N, C, H, W]; weight [F, C, K, K] (the ONNX and Core ML layout); bias [F];
 /// output [N, F, oH, oW] with oH = (H + 2·padding - K) / stride + 1, likewise oW.
-public struct Conv2D: Layer {
+public struct Conv2D: WeightAndBiasLayer {
     public let inputChannels: Int
     public let outputChannels: Int
     public let kernelSize: Int
@@ -48,13 +48,6 @@ public struct Conv2D: Layer {
     public func outputShape(for inputShape: [Int]) -> [Int] {
         let g = geometry(for: inputShape)
         return [inputShape[0], outputChannels, g.outputHeight, g.outputWidth]
-    }
-
-    public var parameters: [Parameter] { [weight, bias] }
-
-    public mutating func updateParameters(_ update: (inout Parameter) -> Void) {
-        update(&weight)
-        update(&bias)
     }
 
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }

@@ -2,7 +2,7 @@
 ///
 /// Shapes: input [N, in] (or [N, …] with in values per sample, flattened); weight [out, in]
 /// (the ONNX Gemm transB=1 and Core ML inner-product layout); bias [out]; output [N, out].
-public struct Linear: Layer {
+public struct Linear: WeightAndBiasLayer {
     public let inputFeatures: Int
     public let outputFeatures: Int
     public var weight: Parameter
@@ -23,13 +23,6 @@ public struct Linear: Layer {
 
     public var specification: LayerSpecification { .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures) }
     public func outputShape(for inputShape: [Int]) -> [Int] { [inputShape[0], outputFeatures] }
-    public var parameters: [Parameter] { [weight, bias] }
-
-    public mutating func updateParameters(_ update: (inout Parameter) -> Void) {
-        update(&weight)
-        update(&bias)
-    }
-
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
