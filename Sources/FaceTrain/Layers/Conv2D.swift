@@ -53,7 +53,9 @@ public struct Conv2D: WeightAndBiasLayer {
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
-        precondition(input.shape.count == 4 && input.shape[1] == inputChannels, "Conv2D expects [N, \(inputChannels), H, W], got \(input.shape)")
+        precondition(
+            input.shape.count == 4 && input.shape[1] == inputChannels,
+            "Conv2D expects [N, \(inputChannels), H, W], got \(input.shape)")
         if mode == .training { self.input = input }
         let g = geometry(for: input.shape)
         let (batch, f) = (input.shape[0], outputChannels)
@@ -102,7 +104,8 @@ public struct Conv2D: WeightAndBiasLayer {
                                     image: x.baseAddress! + image * inputSize, geometry: g, outputChannels: f,
                                     weight: w.baseAddress!, outputGradient: dy.baseAddress! + image * outputSize,
                                     columns: work, columnGradient: work + columnSize,
-                                    weightGradient: work + 2 * columnSize, biasGradient: work + 2 * columnSize + weightSize,
+                                    weightGradient: work + 2 * columnSize,
+                                    biasGradient: work + 2 * columnSize + weightSize,
                                     inputGradient: dx + image * inputSize)
                             }
                         }
@@ -121,7 +124,9 @@ public struct Conv2D: WeightAndBiasLayer {
 }
 
 /// `out[i] = Σ_chunk partial[chunk·stride + i]`, chunks added in order (deterministic).
-func sumChunks(_ partial: UnsafePointer<Float>, count: Int, chunks: Int, stride: Int, into out: UnsafeMutablePointer<Float>) {
+func sumChunks(
+    _ partial: UnsafePointer<Float>, count: Int, chunks: Int, stride: Int, into out: UnsafeMutablePointer<Float>
+) {
     out.update(from: partial, count: count)
     for chunk in 1..<max(chunks, 1) {
         let source = partial + chunk * stride
