@@ -20,7 +20,8 @@ struct OptionSpec: Sendable {
         OptionSpec(name: name, valueName: nil, help: help)
     }
 
-    static func option(_ name: String, _ valueName: String, _ help: String, default value: String? = nil) -> OptionSpec {
+    static func option(_ name: String, _ valueName: String, _ help: String, default value: String? = nil) -> OptionSpec
+    {
         OptionSpec(name: name, valueName: valueName, help: help, defaultValue: value)
     }
 

@@ -20,7 +20,9 @@ protocol Command {
 extension Command {
     static var arguments: String { "" }
     static var usage: String {
-        (["facetrain \(name)", arguments] + options.map { $0.isRequired ? $0.label : "[\($0.label)]" }).filter { !$0.isEmpty }.joined(separator: " ")
+        (["facetrain \(name)", arguments] + options.map { $0.isRequired ? $0.label : "[\($0.label)]" }).filter {
+            !$0.isEmpty
+        }.joined(separator: " ")
     }
     static var help: String {
         var lines = ["OVERVIEW: \(abstract)", "", "USAGE: \(usage)", "", "OPTIONS:"]
@@ -66,7 +68,9 @@ struct FaceTrainCommand {
             .filter { words.starts(with: $0.1) }
             .max { $0.1.count < $1.1.count }
         guard let (command, nameWords) = match else {
-            printError("Error: Unknown subcommand '\(words[0])'\nUsage: facetrain <subcommand>\n  See 'facetrain --help' for more information.")
+            printError(
+                "Error: Unknown subcommand '\(words[0])'\nUsage: facetrain <subcommand>\n"
+                    + "  See 'facetrain --help' for more information.")
             return .usage
         }
         let rest = Array(words.dropFirst(nameWords.count))
@@ -78,7 +82,9 @@ struct FaceTrainCommand {
             let parsed = try ParsedArguments(rest, specs: command.options)
             return try command.init(arguments: parsed).run()
         } catch let error as UsageError {
-            printError("Error: \(error.message)\nUsage: \(command.usage)\n  See 'facetrain \(command.name) --help' for more information.")
+            printError(
+                "Error: \(error.message)\nUsage: \(command.usage)\n"
+                    + "  See 'facetrain \(command.name) --help' for more information.")
             return .usage
         } catch {
             printError("Error: \(error)")
@@ -93,7 +99,9 @@ struct FaceTrainCommand {
         for command in commands {
             print("  " + command.name.padding(toLength: 16, withPad: " ", startingAt: 0) + command.abstract)
         }
-        print("\nOPTIONS:\n  --version               Show the version and the BLAS kernel.\n  -h, --help              Show help information.")
+        print(
+            "\nOPTIONS:\n  --version               Show the version and the BLAS kernel.\n"
+                + "  -h, --help              Show help information.")
         print("\nSee 'facetrain help <subcommand>' for detailed help.")
     }
 }

@@ -18,7 +18,9 @@ final class ProgressPrinter: FitObserver {
     func event(_ name: String, _ fields: [String: Any]) {
         var object = fields
         object["event"] = name
-        if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) {
+        if let data = try? JSONSerialization.data(
+            withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        {
             print(String(decoding: data, as: UTF8.self))
             fflush(nil)
         }
@@ -33,10 +35,17 @@ final class ProgressPrinter: FitObserver {
     func fitStarted(trainingCrops: Int, heldOutCrops: Int, classes: Int, epochs: Int, resumedFrom: Int?) {
         self.epochs = epochs
         if style == .json {
-            event("start", ["training_crops": trainingCrops, "held_out_crops": heldOutCrops, "classes": classes, "epochs": epochs, "resumed_from_epoch": resumedFrom as Any])
+            event(
+                "start",
+                [
+                    "training_crops": trainingCrops, "held_out_crops": heldOutCrops, "classes": classes,
+                    "epochs": epochs, "resumed_from_epoch": resumedFrom as Any,
+                ])
         } else {
             let resumed = resumedFrom.map { ", resuming after epoch \($0)" } ?? ""
-            say("training on \(trainingCrops) crops, \(heldOutCrops) held out, \(classes) classes, \(epochs) epochs\(resumed)")
+            say(
+                "training on \(trainingCrops) crops, \(heldOutCrops) held out, \(classes) classes, "
+                    + "\(epochs) epochs\(resumed)")
         }
     }
 
@@ -47,7 +56,9 @@ final class ProgressPrinter: FitObserver {
         let width = 24, filled = width * batch / max(batches, 1)
         let secondsLeft = Date().timeIntervalSince(epochStart) / Double(batch) * Double(batches - batch)
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        let line = String(format: "\r epoch %d/%d [%@] %d/%d  %.0f img/s  loss %.4f  ETA %.0fs ", epoch, epochs, bar, batch, batches, imagesPerSecond, loss, secondsLeft)
+        let line = String(
+            format: "\r epoch %d/%d [%@] %d/%d  %.0f img/s  loss %.4f  ETA %.0fs ", epoch, epochs, bar, batch, batches,
+            imagesPerSecond, loss, secondsLeft)
         FileHandle.standardOutput.write(Data(line.utf8))
     }
 
@@ -62,9 +73,9 @@ final class ProgressPrinter: FitObserver {
         case .terminal, .lines:
             let clear = style == .terminal ? "\r\u{1B}[K" : ""
             let line = String(
-                format: "%@epoch %3d/%d  train loss %.4f acc %.3f  held-out loss %.4f acc %.3f  lr %.2e  %.1fs%@", clear,
-                record.epoch, epochs, record.trainLoss, record.trainAccuracy, record.heldOutLoss, record.heldOutAccuracy,
-                record.learningRate, record.seconds, isBest ? "  *best" : "")
+                format: "%@epoch %3d/%d  train loss %.4f acc %.3f  held-out loss %.4f acc %.3f  lr %.2e  %.1fs%@",
+                clear, record.epoch, epochs, record.trainLoss, record.trainAccuracy, record.heldOutLoss,
+                record.heldOutAccuracy, record.learningRate, record.seconds, isBest ? "  *best" : "")
             print(line)
             fflush(nil)
         }

@@ -5,7 +5,8 @@ import Testing
 @Suite struct BenchCommandTests {
     /// Runs the facetrain binary of this build configuration; returns (status, stdout, stderr).
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let candidates = ["debug", "release"].map { root.appendingPathComponent(".build/\($0)/facetrain") }
         let binary = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) })
         let process = Process()
@@ -18,12 +19,16 @@ import Testing
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         let errorData = error.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
+        return (
+            process.terminationStatus, String(decoding: outputData, as: UTF8.self),
+            String(decoding: errorData, as: UTF8.self)
+        )
     }
 
     @Test func jsonHasTheDocumentedKeysAndSaneValues() throws {
         let result = try Self.run([
-            "bench", "--json", "--steps", "1", "--batch-size", "2", "--inference-batch-size", "2", "--latency-seconds", "0",
+            "bench", "--json", "--steps", "1", "--batch-size", "2", "--inference-batch-size", "2",
+            "--latency-seconds", "0",
         ])
         #expect(result.status == 0, "\(result.error)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any])

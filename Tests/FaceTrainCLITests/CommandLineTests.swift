@@ -13,7 +13,8 @@ struct CommandLineTests {
 
     @Test func kernelSelectionPicksTheFastestCorrectKernelAndHonoursTheUser() throws {
         let flags = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let chosen = try CLIRunner.run(["--version"], environment: ["OPENBLAS_CORETYPE": "", "FACETRAIN_BLAS_REEXEC": ""])
+        let chosen = try CLIRunner.run(
+            ["--version"], environment: ["OPENBLAS_CORETYPE": "", "FACETRAIN_BLAS_REEXEC": ""])
         if flags.contains("avx512f") && flags.contains("avx512bw") {
             #expect(chosen.standardOutput.contains("SkylakeX kernel"))
         } else if flags.contains(" avx2") && flags.contains(" fma") {
@@ -41,10 +42,12 @@ struct CommandLineTests {
     @Test func dataCheckReportsProblemsWithExitStatusOne() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        try FileManager.default.createDirectory(at: root.appendingPathComponent("alice"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("alice"), withIntermediateDirectories: true)
         let output = try CLIRunner.run(["data", "check", "--data", root.path, "--json"])
         #expect(output.status == 1)
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
         let kinds = (report["problems"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }.sorted()
         #expect(kinds == ["folder_not_an_id", "missing_negative_class", "missing_negative_class"])
     }

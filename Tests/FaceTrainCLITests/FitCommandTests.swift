@@ -11,7 +11,8 @@ struct FitCommandTests {
     /// A small synthetic data folder: 6 users x 20 crops, 40 non-faces, 10 strangers x 4 crops.
     /// Returns the data folder; bundles go beside it (`data.deletingLastPathComponent()`), never inside.
     static func syntheticData() throws -> URL {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-fit-\(UUID().uuidString)/data")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "facetrain-fit-\(UUID().uuidString)/data")
         let output = try CLIRunner.run([
             "synth", "--out", root.path, "--users", "6", "--per-user", "20", "--seed", "7", "--negatives", "40",
             "--unknown-identities", "10", "--per-unknown", "4",
@@ -41,7 +42,9 @@ struct FitCommandTests {
         #expect(try CLIRunner.run(["verify", models.appendingPathComponent("1").path]).status == 0)
 
         // Stated accuracy on the held-out synthetic crops (see README): users recognised, non-faces rejected.
-        let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: models.appendingPathComponent("1/metrics.json"))) as! [String: Any]
+        let metrics =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: models.appendingPathComponent("1/metrics.json")))
+            as! [String: Any]
         let plain = metrics["unthresholded"] as! [String: Double]
         #expect(plain["user_accuracy"]! >= 0.85, "held-out user accuracy \(plain["user_accuracy"]!)")
         #expect(plain["nonface_far"]! <= 0.2)
@@ -50,9 +53,12 @@ struct FitCommandTests {
 
         // eval: JSON keys CI jobs read, and a report that is well-formed.
         let report = data.deletingLastPathComponent().appendingPathComponent("report.html")
-        let eval = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--json", "--report", report.path])
+        let eval = try CLIRunner.run([
+            "eval", "--model", models.appendingPathComponent("1").path, "--json", "--report", report.path,
+        ])
         #expect(eval.status == 0, "\(eval.standardError)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(eval.standardOutput.utf8)) as? [String: Any])
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(eval.standardOutput.utf8)) as? [String: Any])
         for key in [
             "user_accuracy", "macro_user_recall", "macro_user_precision", "unknown_far", "nonface_far", "user_rejected",
             "overall_accuracy", "per_user", "confusion", "misclassified", "threshold", "threshold_sweep",
@@ -64,7 +70,9 @@ struct FitCommandTests {
         #expect(html.contains("Face embeddings") && html.contains("<circle"))
         #expect(!html.contains("<script"))
         var rest = Substring(html)
-        while let start = rest.range(of: "<svg"), let end = rest.range(of: "</svg>", range: start.upperBound..<rest.endIndex) {
+        while let start = rest.range(of: "<svg"),
+            let end = rest.range(of: "</svg>", range: start.upperBound..<rest.endIndex)
+        {
             let parser = XMLParser(data: Data(String(rest[start.lowerBound..<end.upperBound]).utf8))
             #expect(parser.parse(), "an SVG of the report is not well-formed")
             rest = rest[end.upperBound...]
@@ -72,18 +80,29 @@ struct FitCommandTests {
 
         // A report that cannot be written names its path.
         let unwritable = data.deletingLastPathComponent().appendingPathComponent("missing/report.html").path
-        let failed = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--report", unwritable])
-        #expect(failed.status == 1 && failed.standardError.contains("cannot write \(unwritable)"), "\(failed.standardError)")
+        let failed = try CLIRunner.run([
+            "eval", "--model", models.appendingPathComponent("1").path, "--report", unwritable,
+        ])
+        #expect(
+            failed.status == 1 && failed.standardError.contains("cannot write \(unwritable)"),
+            "\(failed.standardError)")
 
         // eval on a folder: a folder the model does not know counts as unknown people.
         let probe = data.deletingLastPathComponent().appendingPathComponent("probe")
-        try FileManager.default.createDirectory(at: probe.appendingPathComponent("stranger"), withIntermediateDirectories: true)
-        for name in try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("2").path).prefix(5) {
-            try FileManager.default.copyItem(at: data.appendingPathComponent("2/\(name)"), to: probe.appendingPathComponent("stranger/\(name)"))
+        try FileManager.default.createDirectory(
+            at: probe.appendingPathComponent("stranger"), withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("2").path).prefix(5)
+        {
+            try FileManager.default.copyItem(
+                at: data.appendingPathComponent("2/\(name)"), to: probe.appendingPathComponent("stranger/\(name)"))
         }
-        let probeEval = try CLIRunner.run(["eval", "--model", models.appendingPathComponent("1").path, "--data", probe.path, "--json"])
+        let probeEval = try CLIRunner.run([
+            "eval", "--model", models.appendingPathComponent("1").path, "--data", probe.path, "--json",
+        ])
         #expect(probeEval.status == 0, "\(probeEval.standardError)")
-        let counts = (try JSONSerialization.jsonObject(with: Data(probeEval.standardOutput.utf8)) as? [String: Any])?["counts"] as? [String: Int]
+        let counts =
+            (try JSONSerialization.jsonObject(with: Data(probeEval.standardOutput.utf8)) as? [String: Any])?["counts"]
+            as? [String: Int]
         #expect(counts?["unknown"] == 5)
     }
 
@@ -91,7 +110,8 @@ struct FitCommandTests {
         let data = try Self.syntheticData()
         let models = data.deletingLastPathComponent().appendingPathComponent("models")
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
-        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--learning-rate", "1e6"] + Self.quickFit)
+        let fit = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--learning-rate", "1e6"] + Self.quickFit)
         #expect(fit.status == 1)
         #expect(fit.standardError.contains("diverged") && fit.standardError.contains("--learning-rate"))
         #expect(!fit.standardError.contains("Fatal error"))
@@ -106,14 +126,18 @@ struct FitCommandTests {
         let uninterrupted = try CLIRunner.run(["fit", "--data", data.path, "--out", straight.path] + Self.longFit)
         #expect(uninterrupted.status == 0, "\(uninterrupted.standardError)")
 
-        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.longFit, environment: [:])
+        let run = try CLIRunner.Background(
+            ["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.longFit, environment: [:])
         let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":3,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        while !run.standardOutput.contains("\"epoch\":3,") && run.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
         #expect(run.process.isRunning, "fit ended before it could be killed: \(run.standardError)")
         run.kill()
         #expect(Self.versions(in: resumed).isEmpty)
 
-        let again = try CLIRunner.run(["fit", "--data", data.path, "--out", resumed.path, "--json", "--resume"] + Self.longFit)
+        let again = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", resumed.path, "--json", "--resume"] + Self.longFit)
         #expect(again.status == 0, "\(again.standardError)")
         let start = again.standardOutput.split(separator: "\n").first { $0.contains("\"event\":\"start\"") } ?? ""
         #expect(["3", "4", "5"].contains { start.contains("\"resumed_from_epoch\":\($0)") }, "\(start)")
@@ -126,21 +150,30 @@ struct FitCommandTests {
         let data = try Self.syntheticData()
         let models = data.deletingLastPathComponent().appendingPathComponent("models")
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
-        let run = try CLIRunner.Background(["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit, environment: [:])
+        let run = try CLIRunner.Background(
+            ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit, environment: [:])
         let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
         kill(run.process.processIdentifier, SIGINT)
         #expect(run.wait() == 1)
         #expect(run.standardError.contains("interrupted") && run.standardError.contains("--resume"))
         #expect(Self.versions(in: models).isEmpty)
-        let checkpoints = (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path)) ?? []
+        let checkpoints =
+            (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path))
+            ?? []
         #expect(checkpoints.contains { $0.hasSuffix(".checkpoint") })
     }
 
     @Test func resumeWithoutCheckpointSaysSo() throws {
         let data = try Self.syntheticData()
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
-        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", data.deletingLastPathComponent().appendingPathComponent("m").path, "--resume"] + Self.quickFit)
+        let fit = try CLIRunner.run(
+            [
+                "fit", "--data", data.path, "--out", data.deletingLastPathComponent().appendingPathComponent("m").path,
+                "--resume",
+            ] + Self.quickFit)
         #expect(fit.status == 1)
         #expect(fit.standardError.contains("no checkpoint"))
     }

@@ -70,11 +70,14 @@ public enum TrainingBenchmark {
         public var summary: String {
             func f(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
             return """
-                train      batch \(batchSize): \(f(trainImagesPerSecond)) img/s, \(f(trainMillisecondsPerStep, 2)) ms/step \
+                train      batch \(batchSize): \(f(trainImagesPerSecond)) img/s, \
+                \(f(trainMillisecondsPerStep, 2)) ms/step \
                 (\(f(trainCPUMillisecondsPerStep, 1)) ms CPU), \
                 \(f(trainGFLOPS)) GFLOP/s (\(f(trainPeakPercent))% of \(f(peakGFLOPS, 0)) peak)
-                inference  batch \(inferenceBatchSize): \(f(inferenceImagesPerSecond)) img/s, \(f(inferenceGFLOPS)) GFLOP/s
-                latency    batch 1: median \(f(latencyBatch1Milliseconds, 3)) ms, p90 \(f(latencyBatch1P90Milliseconds, 3)) ms
+                inference  batch \(inferenceBatchSize): \(f(inferenceImagesPerSecond)) img/s, \
+                \(f(inferenceGFLOPS)) GFLOP/s
+                latency    batch 1: median \(f(latencyBatch1Milliseconds, 3)) ms, \
+                p90 \(f(latencyBatch1P90Milliseconds, 3)) ms
                 memory     peak RSS \(f(peakRSSMegabytes)) MB
                 machine    BLAS \(blasKernel) kernel, \(blasThreads) BLAS thread(s), \(engineThreads) engine workers; \
                 other processes used \(f(otherCores, 2)) cores
@@ -99,7 +102,9 @@ public enum TrainingBenchmark {
             network: try Network(definition: definition, seed: configuration.seed),
             optimizer: SGD(momentum: 0.9, weightDecay: 5e-4), learningRate: 0.01)
 
-        for _ in 0..<min(configuration.warmupSteps, configuration.steps) { try trainer.trainStep(images: batch, labels: labels) }
+        for _ in 0..<min(configuration.warmupSteps, configuration.steps) {
+            try trainer.trainStep(images: batch, labels: labels)
+        }
         let contention = Contention()
         let cpuStart = Contention.ownSeconds()
         var stepTimes: [Double] = []
@@ -145,8 +150,9 @@ public enum TrainingBenchmark {
             inferenceGFLOPS: inferenceImagesPerSecond * flops.forwardPerImage / 1e9,
             latencyBatch1Milliseconds: median(latencies) * 1e3,
             latencyBatch1P90Milliseconds: latencies[min(latencies.count - 1, latencies.count * 9 / 10)] * 1e3,
-            peakRSSMegabytes: peakResidentMegabytes(), blasKernel: BLASRuntime.kernel, blasThreads: BLASRuntime.threadCount,
-            engineThreads: Parallel.workerCount, batchSize: configuration.batchSize,
+            peakRSSMegabytes: peakResidentMegabytes(), blasKernel: BLASRuntime.kernel,
+            blasThreads: BLASRuntime.threadCount, engineThreads: Parallel.workerCount,
+            batchSize: configuration.batchSize,
             inferenceBatchSize: configuration.inferenceBatchSize, trainMFLOPPerImage: flops.trainingPerImage / 1e6,
             peakGFLOPS: peak, otherCores: otherCores)
     }
@@ -154,14 +160,16 @@ public enum TrainingBenchmark {
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return .nan }
-        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     /// Cores × FMA flops per cycle from the CPU flags (AVX-512: 64, AVX2 + FMA: 32, else 8) × the
     /// "cpu MHz" of /proc/cpuinfo. A nominal figure: turbo and AVX clocks differ.
     public static func theoreticalPeakGFLOPS() -> Double {
         let flags = BLASRuntime.cpuFlags()
-        let perCycle: Double = flags.contains("avx512f") ? 64 : (flags.contains("avx2") && flags.contains("fma") ? 32 : 8)
+        let perCycle: Double =
+            flags.contains("avx512f") ? 64 : (flags.contains("avx2") && flags.contains("fma") ? 32 : 8)
         guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu MHz") }),
             let megahertz = Double(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "")

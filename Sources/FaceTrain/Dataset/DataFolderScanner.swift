@@ -27,7 +27,8 @@ struct DataFolderScanner {
         let fileManager = FileManager.default
         var isDirectory: ObjCBool = false
         guard fileManager.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            return finish(problems: [.missingFolder(path: root.path)], warnings: [], samples: [], classFolders: [:], users: [])
+            return finish(
+                problems: [.missingFolder(path: root.path)], warnings: [], samples: [], classFolders: [:], users: [])
         }
 
         // Root level: one folder per class, users.json, nothing else.
@@ -46,7 +47,9 @@ struct DataFolderScanner {
             } else if name == "users.json" {
                 do { metadata += try UserMetadataReader.readList(at: url) } catch { problems.append(error) }
             } else {
-                warnings.append(DataWarning(kind: "ignored_file", path: url.path, message: "not a class folder or users.json; ignored"))
+                warnings.append(
+                    DataWarning(
+                        kind: "ignored_file", path: url.path, message: "not a class folder or users.json; ignored"))
             }
         }
 
@@ -56,16 +59,24 @@ struct DataFolderScanner {
             for name in visibleEntries(of: folder) {
                 let url = folder.appendingPathComponent(name)
                 if isFolder(url) {
-                    warnings.append(DataWarning(kind: "ignored_folder", path: url.path, message: "folders inside a class folder are not read; ignored"))
+                    warnings.append(
+                        DataWarning(
+                            kind: "ignored_folder", path: url.path,
+                            message: "folders inside a class folder are not read; ignored"))
                 } else if name == "user.json" {
                     do {
                         var record = try UserMetadataReader.readSingle(at: url)
                         if let id = record.id, id != label {
-                            problems.append(.conflictingMetadata(id: label, sources: ["folder \(folder.path)", "\(url.path) (id \(id))"]))
+                            problems.append(
+                                .conflictingMetadata(
+                                    id: label, sources: ["folder \(folder.path)", "\(url.path) (id \(id))"]))
                         }
                         record.id = label
                         if label == NegativeClass.notAFace || label == NegativeClass.unknownPerson {
-                            warnings.append(DataWarning(kind: "ignored_file", path: url.path, message: "classes 1 and 2 have no user metadata; ignored"))
+                            warnings.append(
+                                DataWarning(
+                                    kind: "ignored_file", path: url.path,
+                                    message: "classes 1 and 2 have no user metadata; ignored"))
                         } else {
                             metadata.append(record)
                         }
@@ -77,19 +88,25 @@ struct DataFolderScanner {
         }
 
         // Decode everything at once, on all cores.
-        let outcomes = Parallel.map(candidates.count) { index in decode(candidates[index].url, label: candidates[index].label) }
+        let outcomes = Parallel.map(candidates.count) { index in
+            decode(candidates[index].url, label: candidates[index].label)
+        }
         var samples: [FaceSample] = []
         for (candidate, outcome) in zip(candidates, outcomes) {
             switch outcome {
             case .sample(let sample):
                 samples.append(sample)
             case .notAnImage where !Self.imageExtensions.contains(candidate.url.pathExtension.lowercased()):
-                warnings.append(DataWarning(kind: "not_an_image", path: candidate.url.path, message: "not an image file; ignored"))
+                warnings.append(
+                    DataWarning(kind: "not_an_image", path: candidate.url.path, message: "not an image file; ignored"))
             case .notAnImage:
                 problems.append(.unreadableImage(path: candidate.url.path, reason: "not an image (unknown format)"))
             case .unreadable(let reason):
                 if options.skipBad {
-                    warnings.append(DataWarning(kind: "skipped_image", path: candidate.url.path, message: "skipped (--skip-bad): \(reason)"))
+                    warnings.append(
+                        DataWarning(
+                            kind: "skipped_image", path: candidate.url.path,
+                            message: "skipped (--skip-bad): \(reason)"))
                 } else {
                     problems.append(.unreadableImage(path: candidate.url.path, reason: reason))
                 }
@@ -103,7 +120,10 @@ struct DataFolderScanner {
         for sample in samples {
             if let first = firstByHash[sample.contentHash] {
                 if first.label == sample.label {
-                    warnings.append(DataWarning(kind: "duplicate_image", path: sample.path, message: "same bytes as \(first.path); used once"))
+                    warnings.append(
+                        DataWarning(
+                            kind: "duplicate_image", path: sample.path,
+                            message: "same bytes as \(first.path); used once"))
                 } else {
                     pathsByHash[sample.contentHash, default: [first.path]].append(sample.path)
                 }
@@ -112,13 +132,18 @@ struct DataFolderScanner {
             firstByHash[sample.contentHash] = sample
             unique.append(sample)
         }
-        for paths in pathsByHash.values.sorted(by: { $0[0] < $1[0] }) { problems.append(.duplicateAcrossUsers(paths: paths)) }
+        for paths in pathsByHash.values.sorted(by: { $0[0] < $1[0] }) {
+            problems.append(.duplicateAcrossUsers(paths: paths))
+        }
 
         // Counts per class.
         var counts: [Int: Int] = [:]
         for sample in unique { counts[sample.label, default: 0] += 1 }
-        for label in [NegativeClass.notAFace, NegativeClass.unknownPerson] where counts[label, default: 0] == 0 && !options.forEvaluation {
-            problems.append(.missingNegativeClass(label: label, path: classFolders[label]?.path ?? root.appendingPathComponent(String(label)).path))
+        for label in [NegativeClass.notAFace, NegativeClass.unknownPerson]
+        where counts[label, default: 0] == 0 && !options.forEvaluation {
+            problems.append(
+                .missingNegativeClass(
+                    label: label, path: classFolders[label]?.path ?? root.appendingPathComponent(String(label)).path))
         }
         for (label, folder) in classFolders.sorted(by: { $0.key < $1.key }) where label > NegativeClass.unknownPerson {
             let count = counts[label, default: 0]
@@ -134,7 +159,10 @@ struct DataFolderScanner {
         return finish(problems: problems, warnings: warnings, samples: unique, classFolders: classFolders, users: users)
     }
 
-    private func finish(problems: [DataProblem], warnings: [DataWarning], samples: [FaceSample], classFolders: [Int: URL], users: [UserRecord]) -> Result {
+    private func finish(
+        problems: [DataProblem], warnings: [DataWarning], samples: [FaceSample], classFolders: [Int: URL],
+        users: [UserRecord]
+    ) -> Result {
         let labels = classFolders.keys.sorted()
         var grouped: [Int: [FaceSample]] = [:]
         for sample in samples { grouped[sample.label, default: []].append(sample) }
@@ -159,7 +187,9 @@ struct DataFolderScanner {
     }
 
     /// Merges users.json and user.json records; every user folder gets a record.
-    private func resolveUsers(ids: [Int], metadata: [RawUser], problems: inout [DataProblem], warnings: inout [DataWarning]) -> [UserRecord] {
+    private func resolveUsers(
+        ids: [Int], metadata: [RawUser], problems: inout [DataProblem], warnings: inout [DataWarning]
+    ) -> [UserRecord] {
         var byId: [Int: RawUser] = [:]
         for record in metadata {
             guard let id = record.id else {
@@ -171,21 +201,32 @@ struct DataFolderScanner {
                 continue
             }
             if let earlier = byId[id] {
-                if earlier.name != nil, record.name != nil, earlier.name != record.name || (earlier.position != nil && record.position != nil && earlier.position != record.position) {
+                if earlier.name != nil, record.name != nil,
+                    earlier.name != record.name
+                        || (earlier.position != nil && record.position != nil && earlier.position != record.position)
+                {
                     problems.append(.conflictingMetadata(id: id, sources: [earlier.source, record.source]))
                 }
-                byId[id] = RawUser(id: id, name: earlier.name ?? record.name, position: earlier.position ?? record.position, source: earlier.source)
+                byId[id] = RawUser(
+                    id: id, name: earlier.name ?? record.name, position: earlier.position ?? record.position,
+                    source: earlier.source)
             } else {
                 byId[id] = record
             }
         }
         let idSet = Set(ids)
         for id in byId.keys.sorted() where !idSet.contains(id) {
-            warnings.append(DataWarning(kind: "metadata_without_folder", path: byId[id]!.source, message: "describes user \(id), who has no folder; ignored"))
+            warnings.append(
+                DataWarning(
+                    kind: "metadata_without_folder", path: byId[id]!.source,
+                    message: "describes user \(id), who has no folder; ignored"))
         }
         return ids.map { id in
             guard let record = byId[id], let name = record.name, !name.isEmpty else {
-                warnings.append(DataWarning(kind: "missing_metadata", path: root.appendingPathComponent(String(id)).path, message: "no name in users.json or user.json; using \"user \(id)\""))
+                warnings.append(
+                    DataWarning(
+                        kind: "missing_metadata", path: root.appendingPathComponent(String(id)).path,
+                        message: "no name in users.json or user.json; using \"user \(id)\""))
                 return UserRecord(id: id, name: "user \(id)", position: byId[id]?.position)
             }
             return UserRecord(id: id, name: name, position: record.position)
@@ -194,11 +235,17 @@ struct DataFolderScanner {
 
     private func decode(_ url: URL, label: Int) -> FileOutcome {
         let data: Data
-        do { data = try Data(contentsOf: url) } catch { return .unreadable("cannot be read (\(error.localizedDescription))") }
+        do { data = try Data(contentsOf: url) } catch {
+            return .unreadable("cannot be read (\(error.localizedDescription))")
+        }
         do {
             let image = try ImageDecoder.decode(data: data, name: url.path)
-            let resized = image.converted(channels: options.channels).resized(width: options.inputWidth, height: options.inputHeight)
-            return .sample(FaceSample(path: url.path, label: label, contentHash: contentHash(data), image: resized, originalWidth: image.width, originalHeight: image.height))
+            let resized = image.converted(channels: options.channels).resized(
+                width: options.inputWidth, height: options.inputHeight)
+            return .sample(
+                FaceSample(
+                    path: url.path, label: label, contentHash: contentHash(data), image: resized,
+                    originalWidth: image.width, originalHeight: image.height))
         } catch {
             if case .notAnImage = error { return .notAnImage }
             let text = error.description
@@ -208,7 +255,8 @@ struct DataFolderScanner {
 
     /// Names of a folder's entries, hidden ones (".DS_Store", ".git") left out, sorted.
     private func visibleEntries(of folder: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { !$0.hasPrefix(".") }
+            .sorted()
     }
 
     private func isFolder(_ url: URL) -> Bool {

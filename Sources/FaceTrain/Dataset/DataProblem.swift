@@ -48,25 +48,36 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
             "\(path): no such folder. HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
         case .unreadableImage(let path, let reason):
             "\(path): unreadable image: \(reason.replacingOccurrences(of: "\n", with: " "))"
-                + (reason.contains("HINT") ? " (or pass --skip-bad to train without it)" : " HINT: replace or delete the file, or pass --skip-bad to train without it.")
+                + (reason.contains("HINT")
+                    ? " (or pass --skip-bad to train without it)"
+                    : " HINT: replace or delete the file, or pass --skip-bad to train without it.")
         case .folderNotAnId(let path):
-            "\(path): folder name is not a user id (a positive integer). HINT: rename it to the user's id, or move it out of the data folder."
+            "\(path): folder name is not a user id (a positive integer). "
+                + "HINT: rename it to the user's id, or move it out of the data folder."
         case .emptyUser(let path):
             "\(path): user folder has no images. HINT: add the user's face crops or remove the folder."
         case .tooFewImages(let path, let count, let minimum):
-            "\(path): only \(count) image\(count == 1 ? "" : "s"), at least \(minimum) needed. HINT: record more crops of this person, or lower --min-images."
+            "\(path): only \(count) image\(count == 1 ? "" : "s"), at least \(minimum) needed. "
+                + "HINT: record more crops of this person, or lower --min-images."
         case .duplicateAcrossUsers(let paths):
-            "the same image is in more than one class: \(paths.joined(separator: ", ")). HINT: keep it only in the folder of the person it shows."
+            "the same image is in more than one class: \(paths.joined(separator: ", ")). "
+                + "HINT: keep it only in the folder of the person it shows."
         case .missingNegativeClass(let label, let path):
             label == 1
-                ? "\(path): class 1 (not a face) is missing or empty. HINT: put images that are not faces there (background, walls, objects) so the model can reject them; `facetrain synth` can make some."
-                : "\(path): class 2 (unknown person) is missing or empty. HINT: put faces of people who are not registered there, so the model learns to say 'unknown'."
+                ? "\(path): class 1 (not a face) is missing or empty. "
+                    + "HINT: put images that are not faces there (background, walls, objects) so the model can reject "
+                    + "them; `facetrain synth` can make some."
+                : "\(path): class 2 (unknown person) is missing or empty. "
+                    + "HINT: put faces of people who are not registered there, so the model learns to say 'unknown'."
         case .invalidMetadata(let path, let reason):
             "\(path): \(reason)."
         case .reservedIdInMetadata(let source, let id):
-            "\(source): gives a person the id \(id), which is reserved (1 = not a face, 2 = unknown person). HINT: user ids 1 and 2 usually come from a database counter starting at 1; renumber those people (e.g. add an offset) or start the counter at 3."
+            "\(source): gives a person the id \(id), which is reserved (1 = not a face, 2 = unknown person). "
+                + "HINT: user ids 1 and 2 usually come from a database counter starting at 1; "
+                + "renumber those people (e.g. add an offset) or start the counter at 3."
         case .conflictingMetadata(let id, let sources):
-            "user \(id) is described differently in \(sources.joined(separator: " and ")). HINT: keep one description, or make them agree."
+            "user \(id) is described differently in \(sources.joined(separator: " and ")). "
+                + "HINT: keep one description, or make them agree."
         }
     }
 }

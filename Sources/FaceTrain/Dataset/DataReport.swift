@@ -83,9 +83,12 @@ public struct DataReport: Codable, Sendable {
         lines.append("")
         lines.append("label  kind      images  sizes             name")
         for summary in classes {
-            let sizes = summary.images == 0 ? "-" : summary.minimumWidth == summary.maximumWidth && summary.minimumHeight == summary.maximumHeight
-                ? "\(summary.minimumWidth)x\(summary.minimumHeight)"
-                : "\(summary.minimumWidth)x\(summary.minimumHeight)..\(summary.maximumWidth)x\(summary.maximumHeight)"
+            let sameSize =
+                summary.minimumWidth == summary.maximumWidth && summary.minimumHeight == summary.maximumHeight
+            let smallest = "\(summary.minimumWidth)x\(summary.minimumHeight)"
+            let sizes =
+                summary.images == 0
+                ? "-" : sameSize ? smallest : "\(smallest)..\(summary.maximumWidth)x\(summary.maximumHeight)"
             lines.append(
                 String(summary.label).padding(toLength: 7, withPad: " ", startingAt: 0)
                     + summary.kind.padding(toLength: 10, withPad: " ", startingAt: 0)
@@ -93,8 +96,12 @@ public struct DataReport: Codable, Sendable {
                     + sizes.padding(toLength: 18, withPad: " ", startingAt: 0) + summary.name)
         }
         lines.append("")
-        lines.append("\(userCount) users, \(imageCount) images; negatives (1 not a face, 2 unknown person): \(negativesPresent ? "present" : "MISSING")")
-        lines.append(problems.isEmpty ? "OK: ready to train." : "NOT READY: fix the problems above (nothing is trained until then).")
+        let negatives = negativesPresent ? "present" : "MISSING"
+        lines.append(
+            "\(userCount) users, \(imageCount) images; negatives (1 not a face, 2 unknown person): \(negatives)")
+        lines.append(
+            problems.isEmpty
+                ? "OK: ready to train." : "NOT READY: fix the problems above (nothing is trained until then).")
         return lines.joined(separator: "\n")
     }
 }

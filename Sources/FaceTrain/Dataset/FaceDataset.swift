@@ -14,7 +14,9 @@ public struct DataLoadOptions: Sendable {
     /// read as people the model does not know (they get negative labels, never a model class).
     public var forEvaluation = false
 
-    public init(inputWidth: Int = 64, inputHeight: Int = 64, channels: Int = 3, minimumImages: Int = 5, skipBad: Bool = false) {
+    public init(
+        inputWidth: Int = 64, inputHeight: Int = 64, channels: Int = 3, minimumImages: Int = 5, skipBad: Bool = false
+    ) {
         self.inputWidth = inputWidth
         self.inputHeight = inputHeight
         self.channels = channels
@@ -65,10 +67,13 @@ public struct FaceDataset: Sendable {
 
     /// Reads, decodes and validates a data folder; throws `DataFolderError.invalid` with every
     /// problem at once when anything would make training unsound.
-    public static func load(from root: URL, options: DataLoadOptions = DataLoadOptions()) throws(DataFolderError) -> FaceDataset {
+    public static func load(from root: URL, options: DataLoadOptions = DataLoadOptions()) throws(DataFolderError)
+        -> FaceDataset
+    {
         let scan = DataFolderScanner(root: root, options: options).scan()
         guard scan.report.problems.isEmpty else { throw .invalid(scan.report) }
-        return FaceDataset(root: root, labels: scan.labels, users: scan.users, samples: scan.samples, report: scan.report)
+        return FaceDataset(
+            root: root, labels: scan.labels, users: scan.users, samples: scan.samples, report: scan.report)
     }
 
     /// Validates a data folder and returns the report, problems included (for `data check`).
@@ -109,7 +114,9 @@ public enum DataFolderError: Error, CustomStringConvertible {
         switch self {
         case .invalid(let report):
             let count = report.problems.count
-            return "the data folder \(report.root) has \(count) problem\(count == 1 ? "" : "s"); nothing was trained or written:\n"
+            return
+                "the data folder \(report.root) has \(count) problem\(count == 1 ? "" : "s"); "
+                + "nothing was trained or written:\n"
                 + report.problems.map { "  - \($0.message)" }.joined(separator: "\n")
         }
     }
@@ -132,7 +139,8 @@ public enum DataSplit {
             let unique = Set(hashes)
             let below = unique.filter { hashFraction($0) < fraction }
             result.formUnion(below)
-            if below.isEmpty && unique.count >= 3, let lowest = unique.min(by: { hashFraction($0) < hashFraction($1) }) {
+            if below.isEmpty && unique.count >= 3, let lowest = unique.min(by: { hashFraction($0) < hashFraction($1) })
+            {
                 result.insert(lowest)
             }
         }

@@ -38,10 +38,14 @@ enum UserMetadataReader {
         }
         do {
             return try JSONDecoder().decode([RawRecord].self, from: data).enumerated().map { index, record in
-                RawUser(id: record.id, name: record.name, position: record.position, source: "\(url.path) entry \(index + 1)")
+                RawUser(
+                    id: record.id, name: record.name, position: record.position,
+                    source: "\(url.path) entry \(index + 1)")
             }
         } catch {
-            throw .invalidMetadata(path: url.path, reason: describe(error) + "; expected [{\"id\": 17, \"name\": \"...\", \"position\": \"...\"}]")
+            throw .invalidMetadata(
+                path: url.path,
+                reason: describe(error) + "; expected [{\"id\": 17, \"name\": \"...\", \"position\": \"...\"}]")
         }
     }
 
@@ -55,14 +59,16 @@ enum UserMetadataReader {
             let record = try JSONDecoder().decode(RawRecord.self, from: data)
             return RawUser(id: record.id, name: record.name, position: record.position, source: url.path)
         } catch {
-            throw .invalidMetadata(path: url.path, reason: describe(error) + "; expected {\"name\": \"...\", \"position\": \"...\"}")
+            throw .invalidMetadata(
+                path: url.path, reason: describe(error) + "; expected {\"name\": \"...\", \"position\": \"...\"}")
         }
     }
 
     private static func describe(_ error: Error) -> String {
         switch error {
         case DecodingError.dataCorrupted(let context):
-            return "is not valid JSON (\(context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription))"
+            let reason = context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
+            return "is not valid JSON (\(reason))"
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
             let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
             return "has a wrong value at \(path.isEmpty ? "top level" : path): \(context.debugDescription)"

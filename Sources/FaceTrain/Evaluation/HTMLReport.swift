@@ -10,7 +10,10 @@ public struct EpochRecord: Codable, Sendable, Equatable {
     public var learningRate: Double
     public var seconds: Double
 
-    public init(epoch: Int, trainLoss: Double, trainAccuracy: Double, heldOutLoss: Double, heldOutAccuracy: Double, learningRate: Double, seconds: Double) {
+    public init(
+        epoch: Int, trainLoss: Double, trainAccuracy: Double, heldOutLoss: Double, heldOutAccuracy: Double,
+        learningRate: Double, seconds: Double
+    ) {
         self.epoch = epoch
         self.trainLoss = trainLoss
         self.trainAccuracy = trainAccuracy
@@ -52,7 +55,10 @@ public struct HTMLReport {
     /// Data URIs of misclassified crops, by file path.
     public var thumbnails: [String: String]
 
-    public init(title: String, history: [EpochRecord], metrics: EvaluationMetrics, sweep: [ThresholdPoint], embeddings: [EmbeddingPoint], explainedVariance: [Float], thumbnails: [String: String]) {
+    public init(
+        title: String, history: [EpochRecord], metrics: EvaluationMetrics, sweep: [ThresholdPoint],
+        embeddings: [EmbeddingPoint], explainedVariance: [Float], thumbnails: [String: String]
+    ) {
         self.title = title
         self.history = history
         self.metrics = metrics
@@ -95,7 +101,8 @@ public struct HTMLReport {
             ("nonface_far", metrics.nonfaceFalseAcceptRate), ("user_rejected", metrics.userRejected),
             ("overall_accuracy", metrics.overallAccuracy),
         ]
-        var html = "<table><tr><th>metric</th><th>at threshold \(format(metrics.threshold))</th><th>no threshold</th></tr>"
+        var html =
+            "<table><tr><th>metric</th><th>at threshold \(format(metrics.threshold))</th><th>no threshold</th></tr>"
         for (name, value) in rows {
             let plain = metrics.unthresholded[name].map(format) ?? ""
             html += "<tr><td style='text-align:left'>\(name)</td><td>\(format(value))</td><td>\(plain)</td></tr>"
@@ -103,28 +110,44 @@ public struct HTMLReport {
         return html + "</table>"
     }
 
-    private func lineChart(series: [(name: String, color: String, points: [(Double, Double)])], xLabel: String, yMaximum: Double?, marker: Double? = nil) -> String {
+    private func lineChart(
+        series: [(name: String, color: String, points: [(Double, Double)])], xLabel: String, yMaximum: Double?,
+        marker: Double? = nil
+    ) -> String {
         let width = 640.0, height = 260.0, left = 50.0, bottom = 30.0, top = 10.0, right = 120.0
         let xs = series.flatMap { $0.points.map(\.0) }, ys = series.flatMap { $0.points.map(\.1) }
         guard let xMin = xs.min(), let xMax = xs.max() else { return "<p>No data.</p>" }
         let yMax = yMaximum ?? max(ys.max() ?? 1, 1e-9)
-        func px(_ x: Double) -> Double { left + (xMax > xMin ? (x - xMin) / (xMax - xMin) : 0.5) * (width - left - right) }
+        func px(_ x: Double) -> Double {
+            left + (xMax > xMin ? (x - xMin) / (xMax - xMin) : 0.5) * (width - left - right)
+        }
         func py(_ y: Double) -> Double { height - bottom - min(max(y / yMax, 0), 1) * (height - bottom - top) }
-        var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(width))' height='\(Int(height))' viewBox='0 0 \(Int(width)) \(Int(height))'>"
-        svg += "<line x1='\(left)' y1='\(py(0))' x2='\(width - right)' y2='\(py(0))' stroke='#888'/><line x1='\(left)' y1='\(py(0))' x2='\(left)' y2='\(top)' stroke='#888'/>"
+        var svg =
+            "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(width))' height='\(Int(height))' "
+            + "viewBox='0 0 \(Int(width)) \(Int(height))'>"
+        svg += "<line x1='\(left)' y1='\(py(0))' x2='\(width - right)' y2='\(py(0))' stroke='#888'/>"
+        svg += "<line x1='\(left)' y1='\(py(0))' x2='\(left)' y2='\(top)' stroke='#888'/>"
         for tick in 0...4 {
             let value = yMax * Double(tick) / 4
             svg += "<text x='\(left - 6)' y='\(py(value) + 4)' font-size='10' text-anchor='end'>\(format(value))</text>"
         }
-        svg += "<text x='\(left)' y='\(height - 8)' font-size='10'>\(format(xMin))</text><text x='\(width - right)' y='\(height - 8)' font-size='10' text-anchor='end'>\(format(xMax))</text>"
-        svg += "<text x='\((left + width - right) / 2)' y='\(height - 8)' font-size='11' text-anchor='middle'>\(escape(xLabel))</text>"
+        svg += "<text x='\(left)' y='\(height - 8)' font-size='10'>\(format(xMin))</text>"
+        svg += "<text x='\(width - right)' y='\(height - 8)' font-size='10' text-anchor='end'>\(format(xMax))</text>"
+        svg +=
+            "<text x='\((left + width - right) / 2)' y='\(height - 8)' font-size='11' text-anchor='middle'>"
+            + "\(escape(xLabel))</text>"
         if let marker {
-            svg += "<line x1='\(px(marker))' y1='\(top)' x2='\(px(marker))' y2='\(py(0))' stroke='#000' stroke-dasharray='4 3'/>"
+            svg +=
+                "<line x1='\(px(marker))' y1='\(top)' x2='\(px(marker))' y2='\(py(0))' stroke='#000' "
+                + "stroke-dasharray='4 3'/>"
         }
         for (index, line) in series.enumerated() where !line.points.isEmpty {
-            let path = line.points.map { "\(String(format: "%.1f", px($0.0))),\(String(format: "%.1f", py($0.1)))" }.joined(separator: " ")
+            let path = line.points.map { "\(String(format: "%.1f", px($0.0))),\(String(format: "%.1f", py($0.1)))" }
+                .joined(separator: " ")
             svg += "<polyline fill='none' stroke='\(line.color)' stroke-width='2' points='\(path)'/>"
-            svg += "<text x='\(width - right + 8)' y='\(top + 14 + Double(index) * 16)' font-size='11' fill='\(line.color)'>\(escape(line.name))</text>"
+            svg +=
+                "<text x='\(width - right + 8)' y='\(top + 14 + Double(index) * 16)' font-size='11' "
+                + "fill='\(line.color)'>\(escape(line.name))</text>"
         }
         return svg + "</svg>"
     }
@@ -146,7 +169,10 @@ public struct HTMLReport {
 
     private func thresholdCurve() -> String {
         let thresholds = sweep.map(\.threshold)
-        return "<p>The dashed line is the chosen threshold (\(format(metrics.threshold))): a user prediction below it becomes \"unknown person\". The calibration rate covers held-out strangers and simulated unseen strangers.</p>"
+        return
+            "<p>The dashed line is the chosen threshold (\(format(metrics.threshold))): a user prediction below it "
+            + "becomes \"unknown person\". The calibration rate covers held-out strangers and simulated unseen "
+            + "strangers.</p>"
             + lineChart(
                 series: [
                     ("user accuracy", "#2ca02c", Array(zip(thresholds, sweep.map(\.userAccuracy)))),
@@ -161,15 +187,26 @@ public struct HTMLReport {
         guard !users.isEmpty else { return "<p>No user crops were scored.</p>" }
         let rowHeight = 16.0, labelWidth = 180.0, barWidth = 300.0
         let height = Double(users.count) * rowHeight * 2 + 20
-        var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(labelWidth + barWidth + 60))' height='\(Int(height))'>"
+        var svg =
+            "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(labelWidth + barWidth + 60))' "
+            + "height='\(Int(height))'>"
         for (row, (label, score)) in users.enumerated() {
             let y = 10 + Double(row) * rowHeight * 2
-            svg += "<text x='\(labelWidth - 6)' y='\(y + 12)' font-size='11' text-anchor='end'>\(escape(label)) \(escape(score.name))</text>"
-            svg += "<rect x='\(labelWidth)' y='\(y)' width='\(score.precision * barWidth)' height='\(rowHeight - 3)' fill='#1f77b4'><title>precision \(format(score.precision))</title></rect>"
-            svg += "<rect x='\(labelWidth)' y='\(y + rowHeight - 2)' width='\(score.recall * barWidth)' height='\(rowHeight - 3)' fill='#ff7f0e'><title>recall \(format(score.recall))</title></rect>"
-            svg += "<text x='\(labelWidth + barWidth + 6)' y='\(y + 12)' font-size='10'>P \(format(score.precision)) R \(format(score.recall))</text>"
+            svg +=
+                "<text x='\(labelWidth - 6)' y='\(y + 12)' font-size='11' text-anchor='end'>"
+                + "\(escape(label)) \(escape(score.name))</text>"
+            svg +=
+                "<rect x='\(labelWidth)' y='\(y)' width='\(score.precision * barWidth)' height='\(rowHeight - 3)' "
+                + "fill='#1f77b4'><title>precision \(format(score.precision))</title></rect>"
+            svg +=
+                "<rect x='\(labelWidth)' y='\(y + rowHeight - 2)' width='\(score.recall * barWidth)' "
+                + "height='\(rowHeight - 3)' fill='#ff7f0e'><title>recall \(format(score.recall))</title></rect>"
+            svg +=
+                "<text x='\(labelWidth + barWidth + 6)' y='\(y + 12)' font-size='10'>"
+                + "P \(format(score.precision)) R \(format(score.recall))</text>"
         }
-        return "<p><span style='color:#1f77b4'>precision</span>, <span style='color:#ff7f0e'>recall</span></p>" + svg + "</svg>"
+        return "<p><span style='color:#1f77b4'>precision</span>, <span style='color:#ff7f0e'>recall</span></p>"
+            + svg + "</svg>"
     }
 
     private func confusionHeatMap() -> String {
@@ -180,17 +217,27 @@ public struct HTMLReport {
         var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(size))' height='\(Int(size))'>"
         for (row, counts) in metrics.confusion.enumerated() {
             let total = max(counts.reduce(0, +), 1)
-            svg += "<text x='\(margin - 4)' y='\(margin + (Double(row) + 0.7) * cell)' font-size='\(min(10, cell * 0.7))' text-anchor='end'>\(escape(labels[row]))</text>"
+            svg +=
+                "<text x='\(margin - 4)' y='\(margin + (Double(row) + 0.7) * cell)' "
+                + "font-size='\(min(10, cell * 0.7))' text-anchor='end'>\(escape(labels[row]))</text>"
             for (column, count) in counts.enumerated() {
                 let share = Double(count) / Double(total)
                 let color = row == column ? "rgba(44,160,44,\(format(share)))" : "rgba(214,39,40,\(format(share)))"
-                svg += "<rect x='\(margin + Double(column) * cell)' y='\(margin + Double(row) * cell)' width='\(cell)' height='\(cell)' fill='\(color)' stroke='#eee'><title>true \(escape(labels[row])), predicted \(escape(labels[column])): \(count)</title></rect>"
+                svg +=
+                    "<rect x='\(margin + Double(column) * cell)' y='\(margin + Double(row) * cell)' "
+                    + "width='\(cell)' height='\(cell)' fill='\(color)' stroke='#eee'>"
+                    + "<title>true \(escape(labels[row])), predicted \(escape(labels[column])): \(count)</title></rect>"
             }
         }
         for (column, label) in labels.enumerated() {
-            svg += "<text x='\(margin + (Double(column) + 0.5) * cell)' y='\(margin - 4)' font-size='\(min(10, cell * 0.7))' text-anchor='middle'>\(escape(label))</text>"
+            svg +=
+                "<text x='\(margin + (Double(column) + 0.5) * cell)' y='\(margin - 4)' "
+                + "font-size='\(min(10, cell * 0.7))' text-anchor='middle'>\(escape(label))</text>"
         }
-        return "<p>Rows: true class, columns: decided class (after the threshold). Green: correct, red: confusions; darker = larger share of the row.</p>" + svg + "</svg>"
+        return
+            "<p>Rows: true class, columns: decided class (after the threshold). Green: correct, red: confusions; "
+            + "darker = larger share of the row.</p>"
+            + svg + "</svg>"
     }
 
     private func embeddingMap() -> String {
@@ -199,23 +246,36 @@ public struct HTMLReport {
         let xs = embeddings.map { Double($0.x) }, ys = embeddings.map { Double($0.y) }
         let xMin = xs.min()!, xMax = xs.max()!, yMin = ys.min()!, yMax = ys.max()!
         func px(_ x: Double) -> Double { pad + (xMax > xMin ? (x - xMin) / (xMax - xMin) : 0.5) * (size - 2 * pad) }
-        func py(_ y: Double) -> Double { size - pad - (yMax > yMin ? (y - yMin) / (yMax - yMin) : 0.5) * (size - 2 * pad) }
-        let userLabels = Array(Set(embeddings.map(\.label).filter(DecisionRule.isUser))).sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }
+        func py(_ y: Double) -> Double {
+            size - pad - (yMax > yMin ? (y - yMin) / (yMax - yMin) : 0.5) * (size - 2 * pad)
+        }
+        let userLabels = Array(Set(embeddings.map(\.label).filter(DecisionRule.isUser))).sorted {
+            (Int($0) ?? 0) < (Int($1) ?? 0)
+        }
         var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(size))' height='\(Int(size))'>"
         for point in embeddings {
             let x = px(Double(point.x)), y = py(Double(point.y))
             switch point.label {
             case "1":
-                svg += "<path d='M\(x - 3),\(y - 3)L\(x + 3),\(y + 3)M\(x - 3),\(y + 3)L\(x + 3),\(y - 3)' stroke='#555' stroke-width='1.5'><title>not a face</title></path>"
+                svg +=
+                    "<path d='M\(x - 3),\(y - 3)L\(x + 3),\(y + 3)M\(x - 3),\(y + 3)L\(x + 3),\(y - 3)' "
+                    + "stroke='#555' stroke-width='1.5'><title>not a face</title></path>"
             case "2":
-                svg += "<rect x='\(x - 3)' y='\(y - 3)' width='6' height='6' fill='none' stroke='#000'><title>unknown person</title></rect>"
+                svg +=
+                    "<rect x='\(x - 3)' y='\(y - 3)' width='6' height='6' fill='none' stroke='#000'>"
+                    + "<title>unknown person</title></rect>"
             default:
                 let hue = Double(userLabels.firstIndex(of: point.label) ?? 0) * 360 / Double(max(userLabels.count, 1))
-                svg += "<circle cx='\(x)' cy='\(y)' r='3.5' fill='hsl(\(Int(hue)),70%,50%)'><title>user \(escape(point.label))</title></circle>"
+                svg +=
+                    "<circle cx='\(x)' cy='\(y)' r='3.5' fill='hsl(\(Int(hue)),70%,50%)'>"
+                    + "<title>user \(escape(point.label))</title></circle>"
             }
         }
         let explained = explainedVariance.map { format(Double($0) * 100) + " %" }.joined(separator: ", ")
-        return "<p>Each dot is a held-out crop, coloured by user (hover for the label); × = not a face, □ = unknown person. Variance explained: \(explained).</p>" + svg + "</svg>"
+        return
+            "<p>Each dot is a held-out crop, coloured by user (hover for the label); × = not a face, "
+            + "□ = unknown person. Variance explained: \(explained).</p>"
+            + svg + "</svg>"
     }
 
     private func misclassifiedGallery() -> String {
@@ -223,7 +283,10 @@ public struct HTMLReport {
         var html = "<div class='gallery'>"
         for item in metrics.misclassified.prefix(200) {
             let image = thumbnails[item.file].map { "<img src='\($0)' alt=''>" } ?? ""
-            html += "<figure>\(image)<figcaption>\(escape(URL(fileURLWithPath: item.file).lastPathComponent)): true \(escape(item.trueLabel)), said \(escape(item.predictedLabel)) (\(format(item.confidence)))</figcaption></figure>"
+            html +=
+                "<figure>\(image)<figcaption>\(escape(URL(fileURLWithPath: item.file).lastPathComponent)): "
+                + "true \(escape(item.trueLabel)), said \(escape(item.predictedLabel)) "
+                + "(\(format(item.confidence)))</figcaption></figure>"
         }
         return html + "</div>"
     }
@@ -232,6 +295,7 @@ public struct HTMLReport {
 
     private func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "'", with: "&#39;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "'", with: "&#39;")
+            .replacingOccurrences(of: "\"", with: "&quot;")
     }
 }

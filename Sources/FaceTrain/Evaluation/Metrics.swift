@@ -108,7 +108,9 @@ public struct EvaluationMetrics: Codable, Sendable {
 /// Scores predictions and chooses the accept threshold.
 public enum Scoring {
     /// All metrics of `predictions` under `rule`; `names` maps labels to display names.
-    public static func metrics(_ predictions: [Prediction], rule: DecisionRule, names: [String: String] = [:]) -> EvaluationMetrics {
+    public static func metrics(_ predictions: [Prediction], rule: DecisionRule, names: [String: String] = [:])
+        -> EvaluationMetrics
+    {
         let labels = rule.classLabels
         let index = Dictionary(uniqueKeysWithValues: labels.enumerated().map { ($1, $0) })
         var confusion = [[Int]](repeating: [Int](repeating: 0, count: labels.count), count: labels.count)
@@ -117,7 +119,10 @@ public enum Scoring {
             let decided = rule.decide(prediction.probabilities)
             if let row = index[prediction.trueLabel], let column = index[decided.label] { confusion[row][column] += 1 }
             if decided.label != prediction.trueLabel {
-                misclassified.append(Misclassification(file: prediction.path, trueLabel: prediction.trueLabel, predictedLabel: decided.label, confidence: decided.confidence))
+                misclassified.append(
+                    Misclassification(
+                        file: prediction.path, trueLabel: prediction.trueLabel, predictedLabel: decided.label,
+                        confidence: decided.confidence))
             }
         }
         let rates = rates(predictions, rule: rule)
@@ -143,12 +148,16 @@ public enum Scoring {
             threshold: rule.threshold,
             userAccuracy: rates.userAccuracy,
             macroUserRecall: scores.isEmpty ? 0 : scores.map(\.recall).reduce(0, +) / Double(scores.count),
-            macroUserPrecision: definedPrecisions.isEmpty ? 0 : definedPrecisions.reduce(0, +) / Double(definedPrecisions.count),
+            macroUserPrecision: definedPrecisions.isEmpty
+                ? 0 : definedPrecisions.reduce(0, +) / Double(definedPrecisions.count),
             unknownFalseAcceptRate: rates.unknownFAR,
             nonfaceFalseAcceptRate: rates.nonfaceFAR,
             userRejected: rates.userRejected,
             overallAccuracy: total == 0 ? 0 : Double(correct) / Double(total),
-            unthresholded: ["user_accuracy": plain.userAccuracy, "unknown_far": plain.unknownFAR, "nonface_far": plain.nonfaceFAR, "user_rejected": plain.userRejected],
+            unthresholded: [
+                "user_accuracy": plain.userAccuracy, "unknown_far": plain.unknownFAR, "nonface_far": plain.nonfaceFAR,
+                "user_rejected": plain.userRejected,
+            ],
             perUser: perUser,
             confusionLabels: labels,
             confusion: confusion,
@@ -165,7 +174,8 @@ public enum Scoring {
     }
 
     static func rates(_ predictions: [Prediction], rule: DecisionRule) -> Rates {
-        var users = 0, usersCorrect = 0, usersRejected = 0, unknown = 0, unknownAccepted = 0, nonface = 0, nonfaceAccepted = 0
+        var users = 0, usersCorrect = 0, usersRejected = 0
+        var unknown = 0, unknownAccepted = 0, nonface = 0, nonfaceAccepted = 0
         for prediction in predictions {
             let label = rule.decide(prediction.probabilities).label
             switch prediction.trueLabel {
@@ -193,7 +203,8 @@ public enum Scoring {
     /// they would give an optimistic threshold.
     public static func simulatedStrangers(_ predictions: [Prediction], classLabels: [String]) -> [Prediction] {
         predictions.compactMap { prediction in
-            guard DecisionRule.isUser(prediction.trueLabel), let own = classLabels.firstIndex(of: prediction.trueLabel) else { return nil }
+            guard DecisionRule.isUser(prediction.trueLabel), let own = classLabels.firstIndex(of: prediction.trueLabel)
+            else { return nil }
             var probabilities = prediction.probabilities
             let remaining = 1 - probabilities[own]
             probabilities[own] = 0
@@ -209,7 +220,8 @@ public enum Scoring {
         return (0...100).map { step in
             let rule = DecisionRule(classLabels: classLabels, threshold: Double(step) / 100)
             let rates = rates(predictions, rule: rule)
-            let calibration = max(self.rates(strangers, rule: rule).unknownFAR, self.rates(simulated, rule: rule).unknownFAR)
+            let calibration = max(
+                self.rates(strangers, rule: rule).unknownFAR, self.rates(simulated, rule: rule).unknownFAR)
             return ThresholdPoint(
                 threshold: rule.threshold, userAccuracy: rates.userAccuracy, unknownFalseAcceptRate: rates.unknownFAR,
                 nonfaceFalseAcceptRate: rates.nonfaceFAR, calibrationFalseAcceptRate: calibration)
@@ -220,7 +232,8 @@ public enum Scoring {
     /// `targetFalseAcceptRate` (the lowest such threshold on ties); 1.0 if none reaches it.
     public static func chooseThreshold(_ sweep: [ThresholdPoint], targetFalseAcceptRate: Double) -> Double {
         let admissible = sweep.filter { $0.calibrationFalseAcceptRate <= targetFalseAcceptRate + 1e-12 }
-        guard let best = admissible.max(by: { ($0.userAccuracy, -$0.threshold) < ($1.userAccuracy, -$1.threshold) }) else { return 1 }
+        guard let best = admissible.max(by: { ($0.userAccuracy, -$0.threshold) < ($1.userAccuracy, -$1.threshold) })
+        else { return 1 }
         return best.threshold
     }
 }

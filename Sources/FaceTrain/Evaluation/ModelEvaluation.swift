@@ -35,8 +35,11 @@ public enum ModelEvaluation {
         }
         let sweep = Scoring.sweep(predictions, classLabels: labels)
         let chosen = Scoring.chooseThreshold(sweep, targetFalseAcceptRate: targetFalseAcceptRate)
-        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: threshold ?? chosen), names: names)
-        let embeddings = withEmbeddings ? Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
-        return EvaluationRun(predictions: predictions, sweep: sweep, chosenThreshold: chosen, metrics: metrics, embeddings: embeddings)
+        let metrics = Scoring.metrics(
+            predictions, rule: DecisionRule(classLabels: labels, threshold: threshold ?? chosen), names: names)
+        let embeddings =
+            withEmbeddings ? Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
+        return EvaluationRun(
+            predictions: predictions, sweep: sweep, chosenThreshold: chosen, metrics: metrics, embeddings: embeddings)
     }
 }

@@ -7,8 +7,12 @@ public enum Thumbnail {
         let rowBytes = (image.width * 3 + 3) & ~3
         let pixelBytes = rowBytes * image.height
         var data = Data()
-        func append32(_ value: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { data.append(contentsOf: $0) } }
-        func append16(_ value: Int) { withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).littleEndian) { data.append(contentsOf: $0) } }
+        func append32(_ value: Int) {
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { data.append(contentsOf: $0) }
+        }
+        func append16(_ value: Int) {
+            withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).littleEndian) { data.append(contentsOf: $0) }
+        }
         data.append(contentsOf: Array("BM".utf8))
         append32(54 + pixelBytes); append32(0); append32(54)
         append32(40); append32(image.width); append32(image.height); append16(1); append16(24)
@@ -18,7 +22,9 @@ public enum Thumbnail {
             var row = [UInt8](repeating: 0, count: rowBytes)
             for x in 0..<image.width {
                 let base = (y * image.width + x) * image.channels
-                let red = image.pixels[base], green = image.pixels[base + min(1, image.channels - 1)], blue = image.pixels[base + min(2, image.channels - 1)]
+                let red = image.pixels[base]
+                let green = image.pixels[base + min(1, image.channels - 1)]
+                let blue = image.pixels[base + min(2, image.channels - 1)]
                 row[x * 3] = blue
                 row[x * 3 + 1] = green
                 row[x * 3 + 2] = red

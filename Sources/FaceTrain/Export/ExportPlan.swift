@@ -100,10 +100,15 @@ struct ExportPlan {
             }
             var operation = try Self.operation(for: layer, named: name, parameters: parameters, shape: &shape)
             if case .l2Normalize(let scale) = layer {
-                guard pendingScale == nil else { throw .invalidLayer(layer: name, reason: "two normalisations in a row") }
+                guard pendingScale == nil else {
+                    throw .invalidLayer(layer: name, reason: "two normalisations in a row")
+                }
                 pendingScale = scale
-            } else if case .innerProduct(let inputs, let outputs, let weight, let bias) = operation, let scale = pendingScale {
-                operation = .innerProduct(inputFeatures: inputs, outputFeatures: outputs, weight: weight.map { $0 * scale }, bias: bias)
+            } else if case .innerProduct(let inputs, let outputs, let weight, let bias) = operation,
+                let scale = pendingScale
+            {
+                operation = .innerProduct(
+                    inputFeatures: inputs, outputFeatures: outputs, weight: weight.map { $0 * scale }, bias: bias)
                 pendingScale = nil
             } else if pendingScale != nil, !(layer == .relu) {
                 throw .invalidLayer(layer: name, reason: "an l2Normalize must be followed by a linear layer")

@@ -59,7 +59,9 @@ public enum BLASRuntime {
     /// Never when the user set `OPENBLAS_CORETYPE` (their choice wins), when this process is
     /// already the re-executed one, or when OpenBLAS already runs the best kernel.
     public static func coreTypeToSelect(environment: [String: String]) -> String? {
-        if environment["OPENBLAS_CORETYPE", default: ""] != "" || environment[reexecMarker, default: ""] != "" { return nil }
+        if environment["OPENBLAS_CORETYPE", default: ""] != "" || environment[reexecMarker, default: ""] != "" {
+            return nil
+        }
         guard let best = bestCoreType(cpuFlags: cpuFlags()) else { return nil }
         return kernel.lowercased() == best.lowercased() ? nil : best
     }
@@ -79,7 +81,8 @@ public enum BLASRuntime {
             return
         }
         if let chosen = environment[reexecMarker], !chosen.isEmpty, chosen != "rejected", selfCheck() > 1e-4 {
-            FileHandle.standardError.write(Data("warning: OpenBLAS kernel \(chosen) failed its self-check; using OpenBLAS's default\n".utf8))
+            FileHandle.standardError.write(
+                Data("warning: OpenBLAS kernel \(chosen) failed its self-check; using OpenBLAS's default\n".utf8))
             unsetenv("OPENBLAS_CORETYPE")
             setenv(reexecMarker, "rejected", 1)
             reexecute()
@@ -104,7 +107,9 @@ public enum BLASRuntime {
         let a = (0..<(m * k)).map { _ in next() }
         let b = (0..<(k * n)).map { _ in next() }
         var c = [Float](repeating: 0, count: m * n)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(m), Int32(n), Int32(k), 1, a, Int32(k), b, Int32(n), 0, &c, Int32(n))
+        cblas_sgemm(
+            CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(m), Int32(n), Int32(k), 1, a, Int32(k), b, Int32(n), 0, &c,
+            Int32(n))
         var worst: Float = 0
         for i in 0..<m {
             for j in 0..<n {

@@ -18,7 +18,8 @@ func convolutionForward(
     }
     // Start from the bias and let the GEMM accumulate (beta = 1): one pass fewer over the output.
     for channel in 0..<f { (output + channel * pixels).update(repeating: bias[channel], count: pixels) }
-    gemm(transposeA: false, transposeB: false, m: f, n: pixels, k: g.patchSize, a: weight, b: source, beta: 1, c: output)
+    gemm(
+        transposeA: false, transposeB: false, m: f, n: pixels, k: g.patchSize, a: weight, b: source, beta: 1, c: output)
 }
 
 /// Adds this image's weight and bias gradients and, when `inputGradient` is given, writes dImage.

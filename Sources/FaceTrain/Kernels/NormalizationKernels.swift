@@ -247,7 +247,9 @@ struct BatchNormGradientCoefficients {
         sumGradient: [Double], sumGradientTimesCenteredX: [Double], valuesPerChannel: Int
     ) {
         let count = mean.count
-        (a, b, scale) = ([Float](repeating: 0, count: count), [Float](repeating: 0, count: count), [Float](repeating: 0, count: count))
+        a = [Float](repeating: 0, count: count)
+        b = [Float](repeating: 0, count: count)
+        scale = [Float](repeating: 0, count: count)
         let m = Double(valuesPerChannel)
         for channel in 0..<count {
             let invstd = Double(inverseStandardDeviation[channel])

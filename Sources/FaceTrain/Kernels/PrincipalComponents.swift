@@ -7,7 +7,9 @@ import CLAPACKE
 public enum PrincipalComponents {
     /// `rows` vectors of `dimension` floats, row-major; returns `rows` x `components` coordinates
     /// and the share of variance each component explains. Nil when LAPACK fails.
-    public static func project(_ data: [Float], rows: Int, dimension: Int, components: Int = 2) -> (coordinates: [Float], explained: [Float])? {
+    public static func project(_ data: [Float], rows: Int, dimension: Int, components: Int = 2) -> (
+        coordinates: [Float], explained: [Float]
+    )? {
         guard rows > 0, dimension > 0, data.count == rows * dimension, components <= dimension else { return nil }
         var mean = [Double](repeating: 0, count: dimension)
         for row in 0..<rows { for column in 0..<dimension { mean[column] += Double(data[row * dimension + column]) } }
@@ -30,7 +32,9 @@ public enum PrincipalComponents {
         }
         var eigenvalues = [Float](repeating: 0, count: dimension)
         // Row-major, upper triangle; on return the columns of `matrix` are eigenvectors, ascending.
-        let status = LAPACKE_ssyevd(LAPACK_ROW_MAJOR, Int8(UInt8(ascii: "V")), Int8(UInt8(ascii: "U")), Int32(dimension), &matrix, Int32(dimension), &eigenvalues)
+        let status = LAPACKE_ssyevd(
+            LAPACK_ROW_MAJOR, Int8(UInt8(ascii: "V")), Int8(UInt8(ascii: "U")), Int32(dimension), &matrix,
+            Int32(dimension), &eigenvalues)
         guard status == 0 else { return nil }
         let total = eigenvalues.reduce(0) { $0 + max($1, 0) }
         var coordinates = [Float](repeating: 0, count: rows * components)
@@ -40,7 +44,9 @@ public enum PrincipalComponents {
             explained.append(total > 0 ? max(eigenvalues[column], 0) / total : 0)
             for row in 0..<rows {
                 var sum: Double = 0
-                for i in 0..<dimension { sum += (Double(data[row * dimension + i]) - mean[i]) * Double(matrix[i * dimension + column]) }
+                for i in 0..<dimension {
+                    sum += (Double(data[row * dimension + i]) - mean[i]) * Double(matrix[i * dimension + column])
+                }
                 coordinates[row * components + component] = Float(sum)
             }
         }

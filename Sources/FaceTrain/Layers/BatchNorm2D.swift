@@ -30,7 +30,9 @@ public struct BatchNorm2D: Layer {
             name: "running_var", value: Tensor(repeating: 1, shape: [channels]), isTrainable: false)
     }
 
-    public var specification: LayerSpecification { .batchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum) }
+    public var specification: LayerSpecification {
+        .batchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum)
+    }
     public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public var parameters: [Parameter] { [weight, bias, runningMean, runningVariance] }
 
@@ -44,7 +46,9 @@ public struct BatchNorm2D: Layer {
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     /// Folds the statistics into y = x·scale + shift per channel.
-    static func affine(gamma: [Float], beta: [Float], mean: [Float], inverseStandardDeviation: [Float]) -> (scale: [Float], shift: [Float]) {
+    static func affine(gamma: [Float], beta: [Float], mean: [Float], inverseStandardDeviation: [Float]) -> (
+        scale: [Float], shift: [Float]
+    ) {
         let scale = (0..<gamma.count).map { gamma[$0] * inverseStandardDeviation[$0] }
         let shift = (0..<gamma.count).map { beta[$0] - mean[$0] * scale[$0] }
         return (scale, shift)
@@ -61,7 +65,9 @@ public struct BatchNorm2D: Layer {
     }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
-        precondition((input.shape.count == 4 || input.shape.count == 2) && input.shape[1] == channels, "BatchNorm2D expects [N, \(channels), H, W] or [N, \(channels)], got \(input.shape)")
+        precondition(
+            (input.shape.count == 4 || input.shape.count == 2) && input.shape[1] == channels,
+            "BatchNorm2D expects [N, \(channels), H, W] or [N, \(channels)], got \(input.shape)")
         let (batch, pixels) = (input.shape[0], input.count / max(input.shape[0] * channels, 1))
         var statisticsMean = runningMean.value.scalars
         var variance = runningVariance.value.scalars
@@ -75,13 +81,16 @@ public struct BatchNorm2D: Layer {
                         Parallel.forEach(channels) { channel in
                             var total: Double = 0
                             for image in 0..<batch {
-                                total += Double(sum(x.baseAddress! + (image * channels + channel) * pixels, count: pixels))
+                                total += Double(
+                                    sum(x.baseAddress! + (image * channels + channel) * pixels, count: pixels))
                             }
                             let mean = total / Double(batch * pixels)
                             var deviations: Double = 0
                             for image in 0..<batch {
-                                deviations += Double(sumOfSquaredDeviations(
-                                    x.baseAddress! + (image * channels + channel) * pixels, count: pixels, center: Float(mean)))
+                                deviations += Double(
+                                    sumOfSquaredDeviations(
+                                        x.baseAddress! + (image * channels + channel) * pixels, count: pixels,
+                                        center: Float(mean)))
                             }
                             meanOut[channel] = mean
                             squareOut[channel] = deviations / Double(batch * pixels)
@@ -143,7 +152,8 @@ public struct BatchNorm2D: Layer {
                 gamma: gamma.baseAddress!, mean: mean, inverseStandardDeviation: inverseStandardDeviation,
                 sumGradient: sumGradient, sumGradientTimesCenteredX: sumCentered, valuesPerChannel: batch * pixels)
         }
-        weight.gradient = Tensor(shape: [channels], scalars: (0..<channels).map { Float(sumCentered[$0]) * inverseStandardDeviation[$0] })
+        weight.gradient = Tensor(
+            shape: [channels], scalars: (0..<channels).map { Float(sumCentered[$0]) * inverseStandardDeviation[$0] })
         bias.gradient = Tensor(shape: [channels], scalars: sumGradient.map { Float($0) })
         return input.scalars.withUnsafeBufferPointer { x in
             outputGradient.scalars.withUnsafeBufferPointer { dy in
@@ -151,7 +161,9 @@ public struct BatchNorm2D: Layer {
                     Parallel.forEach(batch) { image in
                         for channel in 0..<channels {
                             let offset = (image * channels + channel) * pixels
-                            let (a, b, s) = (coefficients.a[channel], coefficients.b[channel], coefficients.scale[channel])
+                            let (a, b, s) = (
+                                coefficients.a[channel], coefficients.b[channel], coefficients.scale[channel]
+                            )
                             for index in offset..<(offset + pixels) { dx[index] = a * x[index] + b + s * dy[index] }
                         }
                     }

@@ -2,7 +2,7 @@
 ///
 /// Shapes: input [N, C, H, W]; weight [F, C, K, K] (the ONNX and Core ML layout); bias [F];
 /// output [N, F, oH, oW] with oH = (H + 2·padding - K) / stride + 1, likewise oW.
-public struct Conv2D: Layer {
+public struct Conv2D: WeightAndBiasLayer {
     public let inputChannels: Int
     public let outputChannels: Int
     public let kernelSize: Int
@@ -50,17 +50,12 @@ public struct Conv2D: Layer {
         return [inputShape[0], outputChannels, g.outputHeight, g.outputWidth]
     }
 
-    public var parameters: [Parameter] { [weight, bias] }
-
-    public mutating func updateParameters(_ update: (inout Parameter) -> Void) {
-        update(&weight)
-        update(&bias)
-    }
-
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
-        precondition(input.shape.count == 4 && input.shape[1] == inputChannels, "Conv2D expects [N, \(inputChannels), H, W], got \(input.shape)")
+        precondition(
+            input.shape.count == 4 && input.shape[1] == inputChannels,
+            "Conv2D expects [N, \(inputChannels), H, W], got \(input.shape)")
         if mode == .training { self.input = input }
         let g = geometry(for: input.shape)
         let (batch, f) = (input.shape[0], outputChannels)
@@ -109,7 +104,8 @@ public struct Conv2D: Layer {
                                     image: x.baseAddress! + image * inputSize, geometry: g, outputChannels: f,
                                     weight: w.baseAddress!, outputGradient: dy.baseAddress! + image * outputSize,
                                     columns: work, columnGradient: work + columnSize,
-                                    weightGradient: work + 2 * columnSize, biasGradient: work + 2 * columnSize + weightSize,
+                                    weightGradient: work + 2 * columnSize,
+                                    biasGradient: work + 2 * columnSize + weightSize,
                                     inputGradient: dx + image * inputSize)
                             }
                         }
@@ -128,7 +124,9 @@ public struct Conv2D: Layer {
 }
 
 /// `out[i] = Σ_chunk partial[chunk·stride + i]`, chunks added in order (deterministic).
-func sumChunks(_ partial: UnsafePointer<Float>, count: Int, chunks: Int, stride: Int, into out: UnsafeMutablePointer<Float>) {
+func sumChunks(
+    _ partial: UnsafePointer<Float>, count: Int, chunks: Int, stride: Int, into out: UnsafeMutablePointer<Float>
+) {
     out.update(from: partial, count: count)
     for chunk in 1..<max(chunks, 1) {
         let source = partial + chunk * stride

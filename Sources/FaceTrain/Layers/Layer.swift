@@ -50,6 +50,21 @@ extension Layer {
     public var description: String { specification.kind }
 }
 
+/// A layer whose saved tensors are a weight and a bias, in that order (convolution, linear).
+protocol WeightAndBiasLayer: Layer {
+    var weight: Parameter { get set }
+    var bias: Parameter { get set }
+}
+
+extension WeightAndBiasLayer {
+    public var parameters: [Parameter] { [weight, bias] }
+
+    public mutating func updateParameters(_ update: (inout Parameter) -> Void) {
+        update(&weight)
+        update(&bias)
+    }
+}
+
 /// Stands in for a layer while the network works on it directly; never runs.
 struct Placeholder: Layer {
     var specification: LayerSpecification { .relu }

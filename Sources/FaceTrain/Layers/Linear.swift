@@ -2,7 +2,7 @@
 ///
 /// Shapes: input [N, in] (or [N, …] with in values per sample, flattened); weight [out, in]
 /// (the ONNX Gemm transB=1 and Core ML inner-product layout); bias [out]; output [N, out].
-public struct Linear: Layer {
+public struct Linear: WeightAndBiasLayer {
     public let inputFeatures: Int
     public let outputFeatures: Int
     public var weight: Parameter
@@ -16,25 +16,23 @@ public struct Linear: Layer {
         weight = Parameter(
             name: "weight",
             value: Tensor(
-                randomNormal: [outputFeatures, inputFeatures], standardDeviation: (2 / Float(inputFeatures)).squareRoot(),
+                randomNormal: [outputFeatures, inputFeatures],
+                standardDeviation: (2 / Float(inputFeatures)).squareRoot(),
                 using: &generator))
         bias = Parameter(name: "bias", value: Tensor(zeros: [outputFeatures]))
     }
 
-    public var specification: LayerSpecification { .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures) }
-    public func outputShape(for inputShape: [Int]) -> [Int] { [inputShape[0], outputFeatures] }
-    public var parameters: [Parameter] { [weight, bias] }
-
-    public mutating func updateParameters(_ update: (inout Parameter) -> Void) {
-        update(&weight)
-        update(&bias)
+    public var specification: LayerSpecification {
+        .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
     }
-
+    public func outputShape(for inputShape: [Int]) -> [Int] { [inputShape[0], outputFeatures] }
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
         let batch = input.shape[0]
-        precondition(input.count == batch * inputFeatures, "Linear expects \(inputFeatures) features per sample, got \(input.shape)")
+        precondition(
+            input.count == batch * inputFeatures,
+            "Linear expects \(inputFeatures) features per sample, got \(input.shape)")
         if mode == .training { self.input = input }
         let (n, k) = (outputFeatures, inputFeatures)
         return input.scalars.withUnsafeBufferPointer { x in
@@ -42,7 +40,9 @@ public struct Linear: Layer {
                 bias.value.scalars.withUnsafeBufferPointer { b in
                     Tensor(shape: [batch, n]) { y in
                         for row in 0..<batch { (y + row * n).update(from: b.baseAddress!, count: n) }
-                        gemm(transposeA: false, transposeB: true, m: batch, n: n, k: k, a: x.baseAddress!, b: w.baseAddress!, beta: 1, c: y)
+                        gemm(
+                            transposeA: false, transposeB: true, m: batch, n: n, k: k, a: x.baseAddress!,
+                            b: w.baseAddress!, beta: 1, c: y)
                     }
                 }
             }
@@ -57,7 +57,9 @@ public struct Linear: Layer {
             weight.value.scalars.withUnsafeBufferPointer { w in
                 outputGradient.scalars.withUnsafeBufferPointer { dy in
                     weight.gradient = Tensor(shape: [n, k]) { dw in
-                        gemm(transposeA: true, transposeB: false, m: n, n: k, k: batch, a: dy.baseAddress!, b: x.baseAddress!, c: dw)
+                        gemm(
+                            transposeA: true, transposeB: false, m: n, n: k, k: batch, a: dy.baseAddress!,
+                            b: x.baseAddress!, c: dw)
                     }
                     bias.gradient = Tensor(shape: [n]) { db in
                         for feature in 0..<n {
@@ -67,7 +69,9 @@ public struct Linear: Layer {
                         }
                     }
                     return Tensor(shape: input.shape) { dx in
-                        gemm(transposeA: false, transposeB: false, m: batch, n: k, k: n, a: dy.baseAddress!, b: w.baseAddress!, c: dx)
+                        gemm(
+                            transposeA: false, transposeB: false, m: batch, n: k, k: n, a: dy.baseAddress!,
+                            b: w.baseAddress!, c: dx)
                     }
                 }
             }

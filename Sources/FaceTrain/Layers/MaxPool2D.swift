@@ -23,7 +23,9 @@ public struct MaxPool2D: Layer {
     public mutating func releaseCaches() { winners = [] }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
-        precondition(input.shape.count == 4 && input.shape[2] >= size && input.shape[3] >= size, "MaxPool2D expects [N, C, H, W] with H, W ≥ \(size), got \(input.shape)")
+        precondition(
+            input.shape.count == 4 && input.shape[2] >= size && input.shape[3] >= size,
+            "MaxPool2D expects [N, C, H, W] with H, W ≥ \(size), got \(input.shape)")
         let shape = outputShape(for: input.shape)
         let (planes, h, w, oh, ow) = (shape[0] * shape[1], input.shape[2], input.shape[3], shape[2], shape[3])
         var winners = [Int32](repeating: 0, count: planes * oh * ow)

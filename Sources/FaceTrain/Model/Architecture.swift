@@ -11,7 +11,8 @@ extension ModelDefinition {
         var inputChannels = channels
         for outputChannels in widths {
             layers += [
-                .conv2D(inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: 3, stride: 1, padding: 1),
+                .conv2D(
+                    inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: 3, stride: 1, padding: 1),
                 .batchNorm2D(channels: outputChannels, epsilon: 1e-5, momentum: 0.1),
                 .relu,
                 .maxPool2D(size: 2, stride: 2),

@@ -57,7 +57,9 @@ struct ConvolutionBlock: Sendable {
         scratch.resize(chunks.count * patch * pixels)
         perImage.resize(batch * 2 * f)
         if training && pooling == .max2x2 { winners.resize(batch * f * (h / 2) * (w / 2)) }
-        let (x, columns, moments) = (convolutionOutput.mutablePointer(), scratch.mutablePointer(), perImage.mutablePointer())
+        let (x, columns, moments) = (
+            convolutionOutput.mutablePointer(), scratch.mutablePointer(), perImage.mutablePointer()
+        )
         let winnerBase: UnsafeMutablePointer<UInt8>? = training && pooling == .max2x2 ? winners.mutablePointer() : nil
         let (inputSize, outputSize) = (g.channels * g.inputPixels, f * pixels)
         let pooledSize = Self.outputShape(convolutionOutput: [1, f, h, w], pooling: pooling).reduce(1, *)
@@ -77,8 +79,9 @@ struct ConvolutionBlock: Sendable {
                     for image in chunks[chunk] {
                         let y = x + image * outputSize
                         convolutionForward(
-                            image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight.baseAddress!,
-                            bias: bias.baseAddress!, columns: columns + chunk * patch * pixels, output: y)
+                            image: input + image * inputSize, geometry: g, outputChannels: f,
+                            weight: weight.baseAddress!, bias: bias.baseAddress!,
+                            columns: columns + chunk * patch * pixels, output: y)
                         if training {
                             channelMoments(
                                 y, channels: f, pixels: pixels, means: moments + image * 2 * f,
@@ -120,7 +123,8 @@ struct ConvolutionBlock: Sendable {
             for image in chunks[chunk] {
                 Self.activate(
                     x + image * outputSize, pooling: pooling, channels: f, height: h, width: w, scale: trainingScale,
-                    shift: trainingShift, output: output + image * pooledSize, winners: winnerBase.map { $0 + image * winnerSize })
+                    shift: trainingShift, output: output + image * pooledSize,
+                    winners: winnerBase.map { $0 + image * winnerSize })
             }
         }
     }
@@ -137,9 +141,11 @@ struct ConvolutionBlock: Sendable {
                     normalizeReLU(x, channels: channels, pixels: height * width, scale: s, shift: t, output: output)
                 case .max2x2:
                     normalizeReLUMaxPool2x2(
-                        x, channels: channels, height: height, width: width, scale: s, shift: t, output: output, argmax: winners)
+                        x, channels: channels, height: height, width: width, scale: s, shift: t, output: output,
+                        argmax: winners)
                 case .globalAverage:
-                    normalizeReLUAverage(x, channels: channels, pixels: height * width, scale: s, shift: t, output: output)
+                    normalizeReLUAverage(
+                        x, channels: channels, pixels: height * width, scale: s, shift: t, output: output)
                 }
             }
         }
@@ -149,8 +155,9 @@ struct ConvolutionBlock: Sendable {
     ///
     /// `output` is what `forward` wrote (the ReLU mask comes from it); `outputGradient` has its shape.
     mutating func backward(
-        input: UnsafePointer<Float>, inputShape: [Int], output: UnsafePointer<Float>, outputGradient: UnsafePointer<Float>,
-        convolution conv: inout Conv2D, normalization norm: inout BatchNorm2D, inputGradient: UnsafeMutablePointer<Float>?
+        input: UnsafePointer<Float>, inputShape: [Int], output: UnsafePointer<Float>,
+        outputGradient: UnsafePointer<Float>, convolution conv: inout Conv2D, normalization norm: inout BatchNorm2D,
+        inputGradient: UnsafeMutablePointer<Float>?
     ) {
         let g = conv.geometry(for: inputShape)
         let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
@@ -175,8 +182,8 @@ struct ConvolutionBlock: Sendable {
                             switch pooling {
                             case .none:
                                 reluGradientSums(
-                                    xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi, mean: mu.baseAddress!,
-                                    sumGradient: gi, sumGradientTimesX: gxi)
+                                    xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi,
+                                    mean: mu.baseAddress!, sumGradient: gi, sumGradientTimesX: gxi)
                             case .max2x2:
                                 maxPool2x2ReLUGradientSums(
                                     xi, channels: f, height: h, width: w, pooledOutput: yi, pooledGradient: dyi,
@@ -223,20 +230,22 @@ struct ConvolutionBlock: Sendable {
                     let (weightGradient, biasGradient) = (dy + outputSize, dy + outputSize + weightSize)
                     weightGradient.update(repeating: 0, count: weightSize + f)
                     for image in chunks[chunk] {
-                        let (xi, yi, dyi) = (x + image * outputSize, output + image * pooledSize, outputGradient + image * pooledSize)
+                        let (xi, yi, dyi) = (
+                            x + image * outputSize, output + image * pooledSize, outputGradient + image * pooledSize
+                        )
                         switch pooling {
                         case .none:
                             reluNormalizeBackward(
-                                xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi, coefficients: coefficients,
-                                inputGradient: dy)
+                                xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi,
+                                coefficients: coefficients, inputGradient: dy)
                         case .max2x2:
                             maxPool2x2ReLUNormalizeBackward(
                                 xi, channels: f, height: h, width: w, pooledOutput: yi, pooledGradient: dyi,
                                 argmax: winners! + image * winnerSize, coefficients: coefficients, inputGradient: dy)
                         case .globalAverage:
                             reluAverageNormalizeBackward(
-                                xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi, coefficients: coefficients,
-                                inputGradient: dy)
+                                xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi,
+                                coefficients: coefficients, inputGradient: dy)
                         }
                         convolutionBackward(
                             image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,

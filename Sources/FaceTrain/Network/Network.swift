@@ -36,8 +36,8 @@ public struct Network: Sendable, CustomStringConvertible {
             case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
                 layers.append(
                     Conv2D(
-                        inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
-                        padding: padding, using: &generator))
+                        inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize,
+                        stride: stride, padding: padding, using: &generator))
             case let .batchNorm2D(channels, epsilon, momentum):
                 layers.append(BatchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum))
             case .relu: layers.append(ReLU())
@@ -146,7 +146,9 @@ public struct Network: Sendable, CustomStringConvertible {
             shape = layer.outputShape(for: shape)
             let count = layer.parameters.reduce(0) { $0 + $1.value.count }
             let shapeText = shape.dropFirst().map(String.init).joined(separator: "x")
-            lines.append("  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(shapeText.padding(toLength: 12, withPad: " ", startingAt: 0)) \(count) parameters")
+            let paddedName = name.padding(toLength: 18, withPad: " ", startingAt: 0)
+            let paddedShape = shapeText.padding(toLength: 12, withPad: " ", startingAt: 0)
+            lines.append("  \(paddedName) \(paddedShape) \(count) parameters")
         }
         lines.append("  total trainable parameters: \(trainableParameterCount)")
         return lines.joined(separator: "\n")
@@ -168,7 +170,9 @@ public struct Network: Sendable, CustomStringConvertible {
     public mutating func backward(_ outputGradient: Tensor) {
         precondition(hasForwardForTraining, "Network.backward needs a forward pass in training mode first")
         let last = stages.count - 1
-        precondition(outputGradient.shape == outputShapes[last], "gradient shape \(outputGradient.shape) != output \(outputShapes[last])")
+        precondition(
+            outputGradient.shape == outputShapes[last],
+            "gradient shape \(outputGradient.shape) != output \(outputShapes[last])")
         outputGradients[last].assign(outputGradient.scalars)
         let images = input
         images.scalars.withUnsafeBufferPointer { imageBuffer in
@@ -194,10 +198,13 @@ public struct Network: Sendable, CustomStringConvertible {
                     layers[normIndex] = norm
                 case let .layer(layerIndex):
                     let shape = outputShapes[stageIndex]
-                    let dOutput = Tensor(shape: shape, scalars: Array(UnsafeBufferPointer(start: gradient, count: shape.reduce(1, *))))
+                    let dOutput = Tensor(
+                        shape: shape, scalars: Array(UnsafeBufferPointer(start: gradient, count: shape.reduce(1, *))))
                     let dInput = layers[layerIndex].backward(dOutput)
                     layers[layerIndex].releaseCaches()
-                    if let target { dInput.scalars.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: $0.count) } }
+                    if let target {
+                        dInput.scalars.withUnsafeBufferPointer { target.update(from: $0.baseAddress!, count: $0.count) }
+                    }
                 }
             }
         }
@@ -246,7 +253,8 @@ public struct Network: Sendable, CustomStringConvertible {
     }
 
     private mutating func run(_ images: Tensor, mode: Mode, stageCount: Int) {
-        precondition(images.shape.count == 4 && images.shape[0] >= 1, "Network input must be [N, C, H, W], got \(images.shape)")
+        precondition(
+            images.shape.count == 4 && images.shape[0] >= 1, "Network input must be [N, C, H, W], got \(images.shape)")
         var shape = images.shape
         images.scalars.withUnsafeBufferPointer { imageBuffer in
             for stageIndex in 0..<stageCount {
@@ -261,12 +269,14 @@ public struct Network: Sendable, CustomStringConvertible {
                     outputs[stageIndex].resize(outputShape.reduce(1, *))
                     let target = outputs[stageIndex].mutablePointer()
                     blocks[blockIndex].forward(
-                        input: source, inputShape: shape, convolution: conv, normalization: &norm, mode: mode, output: target)
+                        input: source, inputShape: shape, convolution: conv, normalization: &norm, mode: mode,
+                        output: target)
                     layers[convIndex] = conv
                     layers[normIndex] = norm
                     shape = outputShape
                 case let .layer(layerIndex):
-                    let tensor = Tensor(shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
+                    let tensor = Tensor(
+                        shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
                     let result = layers[layerIndex].forward(tensor, mode: mode)
                     outputs[stageIndex].assign(result.scalars)
                     shape = result.shape
@@ -318,7 +328,8 @@ public struct Network: Sendable, CustomStringConvertible {
                 var pooling = ConvolutionBlock.Pooling.none
                 let convShape = shapes[index]
                 if index + 3 < specs.count {
-                    if specs[index + 3] == .maxPool2D(size: 2, stride: 2), convShape[2] % 2 == 0, convShape[3] % 2 == 0 {
+                    if specs[index + 3] == .maxPool2D(size: 2, stride: 2), convShape[2] % 2 == 0, convShape[3] % 2 == 0
+                    {
                         pooling = .max2x2
                     } else if specs[index + 3] == .globalAveragePool {
                         pooling = .globalAverage
@@ -326,7 +337,8 @@ public struct Network: Sendable, CustomStringConvertible {
                 }
                 let last = index + (pooling == .none ? 2 : 3)
                 stages.append(.block(blocks.count))
-                blocks.append(ConvolutionBlock(convolution: index, normalization: index + 1, pooling: pooling, lastLayer: last))
+                blocks.append(
+                    ConvolutionBlock(convolution: index, normalization: index + 1, pooling: pooling, lastLayer: last))
                 index = last + 1
             } else {
                 stages.append(.layer(index))
@@ -347,9 +359,13 @@ public struct Network: Sendable, CustomStringConvertible {
             }
             guard outputChannels > 0, kernelSize > 0, stride > 0, padding >= 0,
                 shape[2] + 2 * padding >= kernelSize, shape[3] + 2 * padding >= kernelSize
-            else { throw fail("kernel \(kernelSize), stride \(stride), padding \(padding) do not fit \(shape.dropFirst())") }
+            else {
+                throw fail("kernel \(kernelSize), stride \(stride), padding \(padding) do not fit \(shape.dropFirst())")
+            }
         case let .batchNorm2D(channels, epsilon, momentum):
-            guard shape.count == 4 || shape.count == 2, shape[1] == channels else { throw fail("expects \(channels) channels, gets \(shape.dropFirst())") }
+            guard shape.count == 4 || shape.count == 2, shape[1] == channels else {
+                throw fail("expects \(channels) channels, gets \(shape.dropFirst())")
+            }
             guard epsilon > 0, (0...1).contains(momentum) else { throw fail("needs epsilon > 0 and momentum in 0...1") }
         case .relu:
             break
@@ -382,13 +398,18 @@ public enum NetworkError: Error, CustomStringConvertible, Equatable {
     public var description: String {
         switch self {
         case let .invalidDefinition(layer, reason):
-            "Model definition: layer \(layer) \(reason).\nHINT: check the layer list in the manifest or the architecture."
+            "Model definition: layer \(layer) \(reason).\n"
+                + "HINT: check the layer list in the manifest or the architecture."
         case let .weightsMismatch(reason):
-            "Weights do not match the model definition: \(reason).\nHINT: the weights come from a different architecture or class list; retrain or pick the matching bundle."
+            "Weights do not match the model definition: \(reason).\n"
+                + "HINT: the weights come from a different architecture or class list; "
+                + "retrain or pick the matching bundle."
         case let .inputShape(got, expected):
-            "Input images have shape \(got), expected [N, \(expected.map(String.init).joined(separator: ", "))].\nHINT: resize crops to the model's input size and channel count."
+            "Input images have shape \(got), expected [N, \(expected.map(String.init).joined(separator: ", "))].\n"
+                + "HINT: resize crops to the model's input size and channel count."
         case .noEmbedding:
-            "This model has no global average pool, so it has no embedding layer.\nHINT: use a ref-small style definition."
+            "This model has no global average pool, so it has no embedding layer.\n"
+                + "HINT: use a ref-small style definition."
         }
     }
 }

@@ -13,7 +13,8 @@ public enum BundleWriter {
         object["history"] = try JSONSerialization.jsonObject(with: JSONText.data(fit.history))
         object["best_epoch"] = fit.bestEpoch
         object["held_out"] = fit.heldOut.map { ["path": $0.path, "sha256": $0.contentHash, "label": String($0.label)] }
-        return try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        return try JSONSerialization.data(
+            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
     }
 
     /// Writes the bundle into `modelsDirectory` and returns its directory; nothing becomes
@@ -25,7 +26,8 @@ public enum BundleWriter {
         try FileManager.default.createDirectory(at: modelsDirectory, withIntermediateDirectories: true)
         let staging = try BundleStaging(modelsDirectory: modelsDirectory)
         do {
-            let metricsData = try metricsDocument(run: run, fit: fit, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
+            let metricsData = try metricsDocument(
+                run: run, fit: fit, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
             let summary = try JSONDecoder().decode(MetricsSummary.self, from: metricsData)
             var training = try JSONDecoder().decode([String: JSONValue].self, from: JSONText.data(configuration))
             training["data"] = .string(dataset.root.standardizedFileURL.path)

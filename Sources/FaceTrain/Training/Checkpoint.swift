@@ -46,7 +46,8 @@ struct Checkpoint {
             withUnsafeBytes(of: &length) { data.append(contentsOf: $0) }
             data.append(json)
             for name in names { tensors[name]!.scalars.withUnsafeBytes { data.append(contentsOf: $0) } }
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try DurableFile.write(data, to: url)
         } catch {
             throw .checkpointNotWritable(path: url.path, reason: (error as? FileWriteError)?.reason ?? "\(error)")
@@ -64,7 +65,9 @@ struct Checkpoint {
         var tensors: [String: Tensor] = [:]
         for entry in header.tensors {
             let count = entry.shape.reduce(1, *)
-            guard offset + count * 4 <= data.count else { throw .checkpointUnreadable(path: url.path, reason: "truncated") }
+            guard offset + count * 4 <= data.count else {
+                throw .checkpointUnreadable(path: url.path, reason: "truncated")
+            }
             var scalars = [Float](repeating: 0, count: count)
             scalars.withUnsafeMutableBytes { _ = data.copyBytes(to: $0, from: offset..<(offset + count * 4)) }
             tensors[entry.name] = Tensor(shape: entry.shape, scalars: scalars)
@@ -92,7 +95,8 @@ public struct FileWriteError: Error, CustomStringConvertible {
 public enum DurableFile {
     /// Writes `data` to a temporary sibling, fsyncs it, renames it over `url` and fsyncs the folder.
     public static func write(_ data: Data, to url: URL) throws {
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).tmp-\(getpid())")
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(
+            ".\(url.lastPathComponent).tmp-\(getpid())")
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard descriptor >= 0 else { throw FileWriteError(path: url.path, code: errno) }
         var failure: Int32 = 0

@@ -5,13 +5,21 @@ public enum Inference {
     static let batchSize = 64
 
     /// Softmax output per sample, in the model's class order.
-    public static func probabilities(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition) -> [[Float]] {
-        run(samples, definition: definition) { images in (try? network.probabilities(for: images)) ?? Tensor(zeros: [images.shape[0], definition.classLabels.count]) }
+    public static func probabilities(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition)
+        -> [[Float]]
+    {
+        run(samples, definition: definition) { images in
+            (try? network.probabilities(for: images)) ?? Tensor(zeros: [images.shape[0], definition.classLabels.count])
+        }
     }
 
     /// The face embedding (global average pool output) per sample.
-    public static func embeddings(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition) -> [[Float]] {
-        run(samples, definition: definition) { images in (try? network.embeddings(for: images)) ?? Tensor(zeros: [images.shape[0], 1]) }
+    public static func embeddings(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition)
+        -> [[Float]]
+    {
+        run(samples, definition: definition) { images in
+            (try? network.embeddings(for: images)) ?? Tensor(zeros: [images.shape[0], 1])
+        }
     }
 
     /// Normalised input tensor of some samples.
@@ -28,7 +36,9 @@ public enum Inference {
         return images
     }
 
-    private static func run(_ samples: [FaceSample], definition: ModelDefinition, _ body: (Tensor) -> Tensor) -> [[Float]] {
+    private static func run(_ samples: [FaceSample], definition: ModelDefinition, _ body: (Tensor) -> Tensor)
+        -> [[Float]]
+    {
         var rows: [[Float]] = []
         rows.reserveCapacity(samples.count)
         var start = 0

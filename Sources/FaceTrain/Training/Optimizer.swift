@@ -43,7 +43,8 @@ public struct OptimizerState: Sendable, Equatable, Codable {
             guard tensor.shape.reduce(1, *) == tensor.scalars.count else {
                 throw DecodingError.dataCorruptedError(
                     forKey: .slots, in: container,
-                    debugDescription: "optimizer slot \(key): shape \(tensor.shape) does not hold \(tensor.scalars.count) values")
+                    debugDescription:
+                        "optimizer slot \(key): shape \(tensor.shape) does not hold \(tensor.scalars.count) values")
             }
             slots[key] = Tensor(shape: tensor.shape, scalars: tensor.scalars)
         }
@@ -65,7 +66,8 @@ public enum TrainingError: Error, CustomStringConvertible, Equatable {
     public var description: String {
         switch self {
         case let .stateMismatch(reason):
-            "Training state does not fit: \(reason).\nHINT: resume with the optimizer and model the checkpoint was written with, or start afresh."
+            "Training state does not fit: \(reason).\n"
+                + "HINT: resume with the optimizer and model the checkpoint was written with, or start afresh."
         case let .badBatch(reason):
             "Bad training batch: \(reason).\nHINT: this is a bug in the code that builds batches; please report it."
         }

@@ -37,7 +37,9 @@ public struct SGD: Optimizer {
     }
 
     public var state: OptimizerState {
-        OptimizerState(kind: "sgd", step: step, slots: Dictionary(uniqueKeysWithValues: velocity.map { ("velocity/\($0.key)", $0.value) }))
+        OptimizerState(
+            kind: "sgd", step: step,
+            slots: Dictionary(uniqueKeysWithValues: velocity.map { ("velocity/\($0.key)", $0.value) }))
     }
 
     public mutating func restore(_ state: OptimizerState) throws {

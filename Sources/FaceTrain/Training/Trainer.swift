@@ -65,7 +65,9 @@ public struct Trainer: Sendable {
         var total: Double = 0
         for layer in network.layers {
             for parameter in layer.parameters where parameter.isTrainable {
-                total += parameter.gradient.scalars.withUnsafeBufferPointer { Double(dot($0.baseAddress!, $0.baseAddress!, count: $0.count)) }
+                total += parameter.gradient.scalars.withUnsafeBufferPointer {
+                    Double(dot($0.baseAddress!, $0.baseAddress!, count: $0.count))
+                }
             }
         }
         return total.squareRoot()
@@ -78,7 +80,9 @@ public struct Trainer: Sendable {
         var correct = 0
         for (row, label) in labels.enumerated() {
             let scores = logits.scalars[(row * classes)..<((row + 1) * classes)]
-            if let best = scores.indices.max(by: { scores[$0] < scores[$1] }), best - row * classes == label { correct += 1 }
+            if let best = scores.indices.max(by: { scores[$0] < scores[$1] }), best - row * classes == label {
+                correct += 1
+            }
         }
         return Float(correct) / Float(labels.count)
     }

@@ -31,7 +31,9 @@ struct Bench: Command {
         guard configuration.batchSize >= 1, configuration.steps >= 1, configuration.inferenceBatchSize >= 1 else {
             throw UsageError(message: "--batch-size, --steps and --inference-batch-size must be at least 1")
         }
-        guard configuration.latencySeconds >= 0 else { throw UsageError(message: "--latency-seconds must not be negative") }
+        guard configuration.latencySeconds >= 0 else {
+            throw UsageError(message: "--latency-seconds must not be negative")
+        }
         self.configuration = configuration
         withLoad = arguments.flag("with-load")
         json = arguments.flag("json")

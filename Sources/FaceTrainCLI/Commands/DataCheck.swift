@@ -7,7 +7,8 @@ struct DataCheck: Command {
     static let abstract = "Validate a data folder: every problem at once, and a summary per class."
     static var options: [OptionSpec] {
         [
-            .required("data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
+            .required(
+                "data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
             .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
             .flag("skip-bad", "Report unreadable images as warnings instead of problems."),
             .flag("json", "Print the report as JSON."),

@@ -4,15 +4,23 @@ import Foundation
 /// `facetrain eval`: scores a bundle on its held-out crops or on a folder of crops.
 struct Eval: Command {
     static let name = "eval"
-    static let abstract = "Score a bundle: user accuracy, per-user precision/recall, how often strangers and non-faces get in."
+    static let abstract =
+        "Score a bundle: user accuracy, per-user precision/recall, how often strangers and non-faces get in."
     static var options: [OptionSpec] {
         [
             .option("model", "bundle", "Bundle directory, version number or 'latest'.", default: "latest"),
             .option("models", "dir", "Models folder that version numbers and 'latest' refer to.", default: "models"),
-            .option("data", "dir", "Score every crop here (folder = true label; folders the model does not know count as unknown people). Default: the bundle's held-out crops."),
-            .option("target-far", "rate", "Unknown-person false accept rate the suggested threshold is chosen for.", default: "0.05"),
+            .option(
+                "data", "dir",
+                "Score every crop here (folder = true label; folders the model does not know count as unknown people). "
+                    + "Default: the bundle's held-out crops."),
+            .option(
+                "target-far", "rate", "Unknown-person false accept rate the suggested threshold is chosen for.",
+                default: "0.05"),
             .option("report", "file.html", "Also write a self-contained HTML report."),
-            .option("predictions", "file.csv", "Also write path,true_label,predicted_label,confidence per crop (argmax, no threshold)."),
+            .option(
+                "predictions", "file.csv",
+                "Also write path,true_label,predicted_label,confidence per crop (argmax, no threshold)."),
             .flag("json", "Print the metrics as JSON."),
         ]
     }
@@ -43,7 +51,10 @@ struct Eval: Command {
         options.forEvaluation = true
         options.skipBad = true
         let samples: [FaceSample]
-        let metricsDocument = (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+        let metricsDocument =
+            (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap {
+                try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
+            } ?? [:]
         if let data {
             samples = try FaceDataset.load(from: data, options: options).samples
         } else {
@@ -53,7 +64,9 @@ struct Eval: Command {
             let hashes = Set(heldOut.compactMap { $0["sha256"] })
             let dataset = try FaceDataset.load(from: URL(fileURLWithPath: folder), options: options)
             samples = dataset.samples.filter { hashes.contains($0.contentHash) }
-            if samples.count < hashes.count { throw EvalError.heldOutMissing(folder: folder, found: samples.count, expected: hashes.count) }
+            if samples.count < hashes.count {
+                throw EvalError.heldOutMissing(folder: folder, found: samples.count, expected: hashes.count)
+            }
         }
         guard !samples.isEmpty else { throw EvalError.nothingToScore }
         let names = Dictionary(uniqueKeysWithValues: bundle.manifest.users.map { (String($0.id), $0.name) })
@@ -61,14 +74,20 @@ struct Eval: Command {
             bundle.model, on: samples, names: names, targetFalseAcceptRate: targetFalseAcceptRate,
             threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: report != nil)
         if let predictions { try writePredictions(run, labels: bundle.model.definition.classLabels, to: predictions) }
-        if let report { try writeReport(run, samples: samples, bundle: bundle, history: metricsDocument["history"], to: report) }
+        if let report {
+            try writeReport(run, samples: samples, bundle: bundle, history: metricsDocument["history"], to: report)
+        }
         if json {
             var object = try JSONSerialization.jsonObject(with: JSONText.data(run.metrics)) as? [String: Any] ?? [:]
             object["suggested_threshold"] = run.chosenThreshold
             object["target_far"] = targetFalseAcceptRate
             object["threshold_sweep"] = try JSONSerialization.jsonObject(with: JSONText.data(run.sweep))
             object["model"] = bundle.directory.path
-            print(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
+            print(
+                String(
+                    decoding: try JSONSerialization.data(
+                        withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]),
+                    as: UTF8.self))
         } else {
             printTable(run, bundle: bundle)
         }
@@ -77,28 +96,44 @@ struct Eval: Command {
 
     private func printTable(_ run: EvaluationRun, bundle: ModelBundle) {
         let metrics = run.metrics
-        print("model \(bundle.directory.path) (version \(bundle.version)), \(run.predictions.count) crops: \(metrics.counts["users"] ?? 0) of users, \(metrics.counts["unknown"] ?? 0) unknown, \(metrics.counts["nonface"] ?? 0) non-faces")
+        print(
+            "model \(bundle.directory.path) (version \(bundle.version)), \(run.predictions.count) crops: "
+                + "\(metrics.counts["users"] ?? 0) of users, \(metrics.counts["unknown"] ?? 0) unknown, "
+                + "\(metrics.counts["nonface"] ?? 0) non-faces")
         print("")
         print("metric                 threshold \(String(format: "%.2f", metrics.threshold))   no threshold")
         for (key, value) in [
             ("user_accuracy", metrics.userAccuracy), ("macro_user_recall", metrics.macroUserRecall),
             ("macro_user_precision", metrics.macroUserPrecision), ("unknown_far", metrics.unknownFalseAcceptRate),
-            ("nonface_far", metrics.nonfaceFalseAcceptRate), ("user_rejected", metrics.userRejected), ("overall_accuracy", metrics.overallAccuracy),
+            ("nonface_far", metrics.nonfaceFalseAcceptRate), ("user_rejected", metrics.userRejected),
+            ("overall_accuracy", metrics.overallAccuracy),
         ] {
             let plain = metrics.unthresholded[key].map { String(format: "%.3f", $0) } ?? ""
-            print(key.padding(toLength: 23, withPad: " ", startingAt: 0) + String(format: "%.3f", value).padding(toLength: 17, withPad: " ", startingAt: 0) + plain)
+            print(
+                key.padding(toLength: 23, withPad: " ", startingAt: 0)
+                    + String(format: "%.3f", value).padding(toLength: 17, withPad: " ", startingAt: 0) + plain)
         }
         print("")
         print("per user:  label  precision  recall  crops  name")
         for (label, score) in metrics.perUser.sorted(by: { (Int($0.key) ?? 0) < (Int($1.key) ?? 0) }) {
-            print(String(format: "           %-6@ %9.3f  %6.3f  %5d  %@", label, score.precision, score.recall, score.support, score.name))
+            print(
+                String(
+                    format: "           %-6@ %9.3f  %6.3f  %5d  %@", label, score.precision, score.recall,
+                    score.support, score.name))
         }
         print("")
-        print(String(format: "threshold for unknown_far <= %.2f on held-out and simulated unseen strangers: %.2f (the bundle uses %.2f)", targetFalseAcceptRate, run.chosenThreshold, metrics.threshold))
+        print(
+            String(
+                format: "threshold for unknown_far <= %.2f on held-out and simulated unseen strangers: "
+                    + "%.2f (the bundle uses %.2f)",
+                targetFalseAcceptRate, run.chosenThreshold, metrics.threshold))
         if !metrics.misclassified.isEmpty {
             print("\nmisclassified (\(metrics.misclassified.count)):")
             for item in metrics.misclassified.prefix(20) {
-                print(String(format: "  %@: true %@, predicted %@ (%.2f)", item.file, item.trueLabel, item.predictedLabel, item.confidence))
+                print(
+                    String(
+                        format: "  %@: true %@, predicted %@ (%.2f)", item.file, item.trueLabel, item.predictedLabel,
+                        item.confidence))
             }
             if metrics.misclassified.count > 20 { print("  ... (all of them in --json)") }
         }
@@ -109,25 +144,39 @@ struct Eval: Command {
         let rule = DecisionRule(classLabels: labels, threshold: 0)
         for prediction in run.predictions {
             let decided = rule.decide(prediction.probabilities)
-            let path = prediction.path.contains(",") || prediction.path.contains("\"") ? "\"" + prediction.path.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : prediction.path
+            let path =
+                prediction.path.contains(",") || prediction.path.contains("\"")
+                ? "\"" + prediction.path.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : prediction.path
             text += "\(path),\(prediction.trueLabel),\(decided.label),\(decided.confidence)\n"
         }
         try DurableFile.write(Data(text.utf8), to: url)
     }
 
-    private func writeReport(_ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, history: Any?, to url: URL) throws {
-        let epochs = (history.flatMap { try? JSONSerialization.data(withJSONObject: $0) }).flatMap { try? JSONDecoder().decode([EpochRecord].self, from: $0) } ?? []
+    private func writeReport(
+        _ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, history: Any?, to url: URL
+    ) throws {
+        let epochs =
+            (history.flatMap { try? JSONSerialization.data(withJSONObject: $0) }).flatMap {
+                try? JSONDecoder().decode([EpochRecord].self, from: $0)
+            } ?? []
         var points: [HTMLReport.EmbeddingPoint] = []
         var explained: [Float] = []
         if let dimension = run.embeddings.first?.count, dimension >= 2,
-            let projection = PrincipalComponents.project(run.embeddings.flatMap { $0 }, rows: run.embeddings.count, dimension: dimension)
+            let projection = PrincipalComponents.project(
+                run.embeddings.flatMap { $0 }, rows: run.embeddings.count, dimension: dimension)
         {
             explained = projection.explained
-            points = run.predictions.indices.map { HTMLReport.EmbeddingPoint(x: projection.coordinates[$0 * 2], y: projection.coordinates[$0 * 2 + 1], label: run.predictions[$0].trueLabel) }
+            points = run.predictions.indices.map {
+                HTMLReport.EmbeddingPoint(
+                    x: projection.coordinates[$0 * 2], y: projection.coordinates[$0 * 2 + 1],
+                    label: run.predictions[$0].trueLabel)
+            }
         }
         let wrong = Set(run.metrics.misclassified.prefix(200).map(\.file))
         var thumbnails: [String: String] = [:]
-        for sample in samples where wrong.contains(sample.path) { thumbnails[sample.path] = Thumbnail.bmpDataURI(sample.image) }
+        for sample in samples where wrong.contains(sample.path) {
+            thumbnails[sample.path] = Thumbnail.bmpDataURI(sample.image)
+        }
         let page = HTMLReport(
             title: "facetrain model \(bundle.version)", history: epochs, metrics: run.metrics, sweep: run.sweep,
             embeddings: points, explainedVariance: explained, thumbnails: thumbnails)
@@ -146,7 +195,8 @@ enum EvalError: Error, CustomStringConvertible {
         case .noHeldOutRecord(let bundle):
             "\(bundle) records no held-out crops. HINT: pass --data DIR to score a folder of crops."
         case .heldOutMissing(let folder, let found, let expected):
-            "only \(found) of the bundle's \(expected) held-out crops are still in \(folder). HINT: pass --data DIR to score another folder."
+            "only \(found) of the bundle's \(expected) held-out crops are still in \(folder). "
+                + "HINT: pass --data DIR to score another folder."
         case .nothingToScore:
             "no crops to score. HINT: --data must hold one folder of images per class."
         }

@@ -47,8 +47,8 @@ struct Export: Command {
         let expectedExtension = URL(fileURLWithPath: format.bundleFileName).pathExtension
         if target.pathExtension.lowercased() != expectedExtension {
             printError(
-                "warning: \(target.path) does not end in .\(expectedExtension), the usual extension of \(format.rawValue) files"
-            )
+                "warning: \(target.path) does not end in .\(expectedExtension), "
+                    + "the usual extension of \(format.rawValue) files")
         }
         do {
             try DurableFile.write(data, to: target)
@@ -58,13 +58,13 @@ struct Export: Command {
         }
         let digest = SHA256.hash(data)
         print(
-            "\(target.path): \(format.rawValue) export of version \(opened.version), \(data.count) bytes, sha256 \(digest)"
-        )
+            "\(target.path): \(format.rawValue) export of version \(opened.version), \(data.count) bytes, "
+                + "sha256 \(digest)")
         if let own = opened.fileEntry(format.bundleFileName), own.sha256 != digest {
             printError(
                 "note: this differs from the bundle's own \(format.bundleFileName) (sha256 \(own.sha256)); "
-                    + "the bundle was exported by facetrain \(opened.manifest.facetrainVersion), this is \(FaceTrainVersion.string)"
-            )
+                    + "the bundle was exported by facetrain \(opened.manifest.facetrainVersion), "
+                    + "this is \(FaceTrainVersion.string)")
         }
         return .success
     }

@@ -92,7 +92,8 @@ struct Predict: Command {
             "{\"label\":\(quoted($0.label)),\"name\":\(quoted($0.name)),\"probability\":\(number($0.probability))}"
         }
         return
-            "{\"file\":\(quoted(result.file)),\"label\":\(quoted(result.top.label)),\"name\":\(quoted(result.top.name)),"
+            "{\"file\":\(quoted(result.file)),\"label\":\(quoted(result.top.label)),"
+            + "\"name\":\(quoted(result.top.name)),"
             + "\"confidence\":\(number(result.top.probability)),\"accepted\":\(result.accepted),"
             + "\"decision\":\(quoted(result.decidedLabel)),\"threshold\":\(result.threshold),"
             + "\"top\":[\(topList.joined(separator: ","))],\"probabilities\":{\(probabilities.joined(separator: ","))}}"

@@ -10,7 +10,8 @@ struct DataFolderTests {
     @Test func loadsAValidFolderWithNumericOrder() throws {
         let folder = try TemporaryDataFolder.valid(users: 0)
         for id in [10, 3, 2_000, 9] { try folder.addImages(String(id), count: 5, seed: id * 100) }
-        try folder.write("users.json", Data(#"[{"id": 10, "name": "Ada", "position": "CTO"}, {"id": 3, "name": "Bo"}]"#.utf8))
+        try folder.write(
+            "users.json", Data(#"[{"id": 10, "name": "Ada", "position": "CTO"}, {"id": 3, "name": "Bo"}]"#.utf8))
         try folder.write("9/user.json", Data(#"{"name": "Cy", "position": "Intern"}"#.utf8))
         let dataset = try FaceDataset.load(from: folder.root, options: options)
         #expect(dataset.labels == [1, 2, 3, 9, 10, 2_000])
@@ -51,7 +52,8 @@ struct DataFolderTests {
         let duplicate = TemporaryDataFolder.pgm(seed: 1_000)  // the first crop of user 3
         try folder.write("4/copy.pgm", duplicate)
         try folder.addImages("6", count: 2, seed: 900)
-        try FileManager.default.createDirectory(at: folder.root.appendingPathComponent("7"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.root.appendingPathComponent("7"), withIntermediateDirectories: true)
         try folder.addImages("alice", count: 5, seed: 800)
         try folder.write("5/broken.jpg", Data("this is text".utf8))
         try folder.write("5/empty.png", Data())
@@ -73,7 +75,9 @@ struct DataFolderTests {
         try folder.write("users.json", Data(#"[{"id": 3, "name": "Bo"},"#.utf8))
         try folder.write("4/user.json", Data(#"{"name": 12}"#.utf8))
         let report = FaceDataset.check(folder.root, options: options)
-        let paths = report.problems.filter { $0.kind == "invalid_metadata" }.map { URL(fileURLWithPath: $0.path).lastPathComponent }.sorted()
+        let paths = report.problems.filter { $0.kind == "invalid_metadata" }.map {
+            URL(fileURLWithPath: $0.path).lastPathComponent
+        }.sorted()
         #expect(paths == ["user.json", "users.json"])
     }
 
@@ -114,7 +118,9 @@ struct DataFolderTests {
 
     @Test func everyClassWithThreeCropsKeepsAHeldOutCrop() throws {
         let folder = try TemporaryDataFolder.valid(users: 30, perUser: 3)
-        let split = try FaceDataset.load(from: folder.root, options: DataLoadOptions(inputWidth: 24, inputHeight: 24, minimumImages: 3)).split(holdout: 0.2)
+        let split = try FaceDataset.load(
+            from: folder.root, options: DataLoadOptions(inputWidth: 24, inputHeight: 24, minimumImages: 3)
+        ).split(holdout: 0.2)
         let labelsWithHeldOut = Set(split.heldOut.map(\.label))
         #expect(labelsWithHeldOut == Set([1, 2] + (3..<33)))
     }

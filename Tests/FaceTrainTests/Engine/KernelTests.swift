@@ -18,9 +18,13 @@ import Testing
         let y = TestData.normal([g.patchSize * g.outputPixels], seed: 2).scalars
         var columns = [Float](repeating: .nan, count: y.count)
         var image = [Float](repeating: .nan, count: x.count)
-        x.withUnsafeBufferPointer { im2col($0.baseAddress!, g, columns.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
+        x.withUnsafeBufferPointer {
+            im2col($0.baseAddress!, g, columns.withUnsafeMutableBufferPointer { $0.baseAddress! })
+        }
         var scratch = y  // col2im may zero the entries that read padding
-        scratch.withUnsafeMutableBufferPointer { col2im($0.baseAddress!, g, image.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
+        scratch.withUnsafeMutableBufferPointer {
+            col2im($0.baseAddress!, g, image.withUnsafeMutableBufferPointer { $0.baseAddress! })
+        }
         let left = zip(columns, y).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
         let right = zip(x, image).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
         #expect(abs(left - right) <= 1e-5 * max(1, abs(left)))
@@ -33,7 +37,9 @@ import Testing
         let g = ConvolutionGeometry(channels: 2, height: 5, width: 7, kernelSize: 3, stride: 1, padding: 1)
         let x = TestData.normal([2 * 35], seed: 5).scalars
         var columns = [Float](repeating: .nan, count: g.patchSize * g.outputPixels)
-        x.withUnsafeBufferPointer { im2col($0.baseAddress!, g, columns.withUnsafeMutableBufferPointer { $0.baseAddress! }) }
+        x.withUnsafeBufferPointer {
+            im2col($0.baseAddress!, g, columns.withUnsafeMutableBufferPointer { $0.baseAddress! })
+        }
         for c in 0..<2 {
             for ky in 0..<3 {
                 for kx in 0..<3 {

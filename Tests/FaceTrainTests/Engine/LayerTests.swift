@@ -8,7 +8,8 @@ import Testing
         var generator = SplitMix64(seed: 1)
         let plain = Conv2D(inputChannels: 2, outputChannels: 3, kernelSize: 3, stride: 1, padding: 1, using: &generator)
         #expect(GradientCheck(plain, input: TestData.normal([2, 2, 5, 4], seed: 2)).worst < 1e-2)
-        let strided = Conv2D(inputChannels: 2, outputChannels: 2, kernelSize: 3, stride: 2, padding: 0, using: &generator)
+        let strided = Conv2D(
+            inputChannels: 2, outputChannels: 2, kernelSize: 3, stride: 2, padding: 0, using: &generator)
         #expect(GradientCheck(strided, input: TestData.normal([2, 2, 7, 6], seed: 3)).worst < 1e-2)
         let pointwise = Conv2D(inputChannels: 3, outputChannels: 2, kernelSize: 1, using: &generator)
         #expect(GradientCheck(pointwise, input: TestData.normal([1, 3, 3, 3], seed: 4)).worst < 1e-2)
@@ -57,7 +58,8 @@ import Testing
         // Running: 0.9·0 + 0.1·2.5 and 0.9·1 + 0.1·(1.25·4/3) (unbiased).
         #expect(abs(norm.runningMean.value.scalars[0] - 0.25) < 1e-7)
         #expect(abs(norm.runningVariance.value.scalars[0] - (0.9 + 0.1 * 5 / 3)) < 1e-6)
-        // dY = x̂ gives dγ = Σx̂² = 4, dβ = Σx̂ = 0, and dX = 0 (the normalisation removes a pure x̂ direction).
+        // dY = x̂ gives dγ = Σx̂² = 4, dβ = Σx̂ = 0, and dX = 0
+        // (the normalisation removes a pure x̂ direction).
         let dx = norm.backward(output)
         #expect(abs(norm.weight.gradient.scalars[0] - 4) < 1e-5)
         #expect(abs(norm.bias.gradient.scalars[0]) < 1e-6)
@@ -91,8 +93,10 @@ import Testing
         #expect(norm.parameters == before)
         for index in 0..<x.count {
             let channel = (index / 16) % 2
-            let (mean, variance) = (norm.runningMean.value.scalars[channel], norm.runningVariance.value.scalars[channel])
-            let gamma = norm.weight.value.scalars[channel], beta = norm.bias.value.scalars[channel]
+            let mean = norm.runningMean.value.scalars[channel]
+            let variance = norm.runningVariance.value.scalars[channel]
+            let gamma = norm.weight.value.scalars[channel]
+            let beta = norm.bias.value.scalars[channel]
             let expected = (x.scalars[index] - mean) / (variance + 1e-5).squareRoot() * gamma + beta
             #expect(abs(inferred.scalars[index] - expected) < 1e-4)
         }
@@ -123,8 +127,10 @@ import Testing
     }
 
     @Test func maxPoolGradientsAndHandCase() {
-        #expect(GradientCheck(MaxPool2D(size: 2, stride: 2), input: TestData.spaced([2, 2, 4, 6], seed: 7)).worst < 1e-2)
-        #expect(GradientCheck(MaxPool2D(size: 3, stride: 2), input: TestData.spaced([1, 2, 5, 5], seed: 8)).worst < 1e-2)
+        #expect(
+            GradientCheck(MaxPool2D(size: 2, stride: 2), input: TestData.spaced([2, 2, 4, 6], seed: 7)).worst < 1e-2)
+        #expect(
+            GradientCheck(MaxPool2D(size: 3, stride: 2), input: TestData.spaced([1, 2, 5, 5], seed: 8)).worst < 1e-2)
         var pool = MaxPool2D(size: 2, stride: 2)
         let input = Tensor(shape: [1, 1, 2, 4], scalars: [1, 5, 2, 2, 3, 4, 8, 0])
         #expect(pool.forward(input, mode: .training).scalars == [5, 8])

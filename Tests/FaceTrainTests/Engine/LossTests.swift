@@ -4,8 +4,11 @@ import Testing
 
 @Suite struct LossTests {
     /// The loss written out directly in double precision from its definition.
-    static func directLoss(_ logits: [Double], classes: Int, labels: [Int], smoothing: Double, weights: [Double]) -> Double {
-        var total = 0.0, weightSum = 0.0
+    static func directLoss(_ logits: [Double], classes: Int, labels: [Int], smoothing: Double, weights: [Double])
+        -> Double
+    {
+        var total = 0.0
+        var weightSum = 0.0
         for (row, label) in labels.enumerated() {
             let z = Array(logits[(row * classes)..<((row + 1) * classes)])
             let normaliser = z.map { exp($0) }.reduce(0, +)
@@ -61,7 +64,8 @@ import Testing
         let (batch, classes) = (3, 4)
         let logits = TestData.normal([batch, classes], seed: 13, standardDeviation: 2)
         let labels = [3, 0, 1]
-        let (value, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0.1, targetMargin: 1.5).lossAndGradient(logits: logits, labels: labels)
+        let (value, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0.1, targetMargin: 1.5).lossAndGradient(
+            logits: logits, labels: labels)
         // Definition: the plain loss of the logits with 1.5 taken off each true class.
         func direct(_ z: [Double]) -> Double {
             var shifted = z
@@ -70,13 +74,16 @@ import Testing
         }
         let z = logits.scalars.map(Double.init)
         #expect(abs(Double(value) - direct(z)) < 1e-6 * max(1, direct(z)))
-        #expect(Double(value) > Self.directLoss(z, classes: classes, labels: labels, smoothing: 0.1, weights: [1, 1, 1, 1]))
+        #expect(
+            Double(value) > Self.directLoss(z, classes: classes, labels: labels, smoothing: 0.1, weights: [1, 1, 1, 1]))
         let h = 1e-5
         for index in 0..<z.count {
             var plus = z, minus = z
             plus[index] += h
             minus[index] -= h
-            #expect(abs(Double(gradient.scalars[index]) - (direct(plus) - direct(minus)) / (2 * h)) < 1e-5, "logit \(index)")
+            #expect(
+                abs(Double(gradient.scalars[index]) - (direct(plus) - direct(minus)) / (2 * h)) < 1e-5,
+                "logit \(index)")
         }
     }
 }

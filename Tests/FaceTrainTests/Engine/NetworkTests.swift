@@ -16,7 +16,8 @@ import Testing
     @Test func fusedNetworkGradientsMatchFiniteDifferences() throws {
         var network = try Network(definition: TestData.tinyDefinition(), seed: 3)
         let logits = network.forward(Self.images, mode: .training)
-        let (_, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0.1).lossAndGradient(logits: logits, labels: Self.labels)
+        let (_, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0.1).lossAndGradient(
+            logits: logits, labels: Self.labels)
         network.backward(gradient)
         let analytic = network.layers.flatMap { $0.parameters.filter(\.isTrainable) }
         #expect(analytic.count == 14)
@@ -25,7 +26,8 @@ import Testing
         // kinks a 1e-2 weight change can cross; Float noise at 1e-3 is still ~1e-3 relative.
         let step: Float = 1e-3
         for layerIndex in network.layers.indices {
-            for (position, parameter) in network.layers[layerIndex].parameters.enumerated() where parameter.isTrainable {
+            for (position, parameter) in network.layers[layerIndex].parameters.enumerated() where parameter.isTrainable
+            {
                 let sampled = Array(stride(from: 0, to: parameter.value.count, by: 3))
                 var numeric: [Double] = []
                 for index in sampled {
@@ -46,7 +48,8 @@ import Testing
                     }
                     numeric.append((shifted(step) - shifted(-step)) / Double(2 * step))
                 }
-                let error = GradientCheck.relativeError(sampled.map { analytic[parameterIndex].gradient.scalars[$0] }, numeric)
+                let error = GradientCheck.relativeError(
+                    sampled.map { analytic[parameterIndex].gradient.scalars[$0] }, numeric)
                 #expect(error < 2e-2, "\(network.layerNames[layerIndex]).\(parameter.name): \(error)")
                 parameterIndex += 1
             }

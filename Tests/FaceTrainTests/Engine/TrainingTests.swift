@@ -29,8 +29,9 @@ import Testing
 
     static func trainer(seed: UInt64, optimizer: any Optimizer, dropout: Float = 0) throws -> Trainer {
         Trainer(
-            network: try Network(definition: TestData.tinyDefinition(dropout: dropout), seed: seed), optimizer: optimizer,
-            learningRate: 0.05, schedule: .cosine(warmupSteps: 3, totalSteps: 40, minimumFactor: 0.1),
+            network: try Network(definition: TestData.tinyDefinition(dropout: dropout), seed: seed),
+            optimizer: optimizer, learningRate: 0.05,
+            schedule: .cosine(warmupSteps: 3, totalSteps: 40, minimumFactor: 0.1),
             loss: SoftmaxCrossEntropy(labelSmoothing: 0.05), maximumGradientNorm: 5)
     }
 
@@ -107,18 +108,22 @@ import Testing
         let images = Tensor(zeros: [2, 3, 8, 8])
         #expect(throws: TrainingError.self) { try trainer.trainStep(images: images, labels: [0]) }
         #expect(throws: TrainingError.self) { try trainer.trainStep(images: images, labels: [0, 3]) }
-        #expect(throws: NetworkError.self) { try trainer.trainStep(images: Tensor(zeros: [2, 1, 8, 8]), labels: [0, 1]) }
+        #expect(throws: NetworkError.self) {
+            try trainer.trainStep(images: Tensor(zeros: [2, 1, 8, 8]), labels: [0, 1])
+        }
     }
 
     /// A network that is one Linear layer, with gradients set by hand, for exact optimizer arithmetic.
     static func linearNetwork() throws -> Network {
         let definition = ModelDefinition(
-            input: InputSpecification(width: 2, height: 1, channels: 1), layers: [.linear(inputFeatures: 2, outputFeatures: 1)],
+            input: InputSpecification(width: 2, height: 1, channels: 1),
+            layers: [.linear(inputFeatures: 2, outputFeatures: 1)],
             classLabels: ["a"])
         var network = try Network(definition: definition, seed: 1)
         network.updateParameters { key, parameter in
             parameter.value = Tensor(shape: parameter.value.shape, scalars: key.hasSuffix("weight") ? [1, -2] : [0.5])
-            parameter.gradient = Tensor(shape: parameter.value.shape, scalars: key.hasSuffix("weight") ? [0.1, 0.2] : [0.3])
+            parameter.gradient = Tensor(
+                shape: parameter.value.shape, scalars: key.hasSuffix("weight") ? [0.1, 0.2] : [0.3])
         }
         return network
     }

@@ -24,7 +24,8 @@ struct ScoringTests {
     }
 
     @Test func metricsWithoutThreshold() {
-        let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0), names: ["3": "Ada"])
+        let metrics = Scoring.metrics(
+            predictions, rule: DecisionRule(classLabels: labels, threshold: 0), names: ["3": "Ada"])
         #expect(abs(metrics.userAccuracy - 2.0 / 3) < 1e-12)
         #expect(metrics.unknownFalseAcceptRate == 0.5)
         #expect(metrics.nonfaceFalseAcceptRate == 1)
@@ -67,14 +68,21 @@ struct ScoringTests {
         // Simulated strangers: b without user 3 puts user 4 at 0.6 / 0.7 = 0.857, c without user 4 puts
         // user 3 at 0.25 / 0.55 = 0.45; the real stranger d is user 3 at 0.7. Zero FAR needs t > 0.857.
         #expect(abs(threshold - 0.86) < 1e-9)
-        let impossible = [ThresholdPoint(threshold: 0.5, userAccuracy: 1, unknownFalseAcceptRate: 1, nonfaceFalseAcceptRate: 1, calibrationFalseAcceptRate: 1)]
+        let impossible = [
+            ThresholdPoint(
+                threshold: 0.5, userAccuracy: 1, unknownFalseAcceptRate: 1, nonfaceFalseAcceptRate: 1,
+                calibrationFalseAcceptRate: 1)
+        ]
         #expect(Scoring.chooseThreshold(impossible, targetFalseAcceptRate: 0.05) == 1)
     }
 
     @Test func metricsJSONUsesTheKeysCIReads() throws {
         let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0.5))
         let object = try JSONSerialization.jsonObject(with: JSONText.data(metrics)) as! [String: Any]
-        for key in ["user_accuracy", "macro_user_recall", "macro_user_precision", "unknown_far", "nonface_far", "user_rejected", "overall_accuracy", "per_user", "confusion", "misclassified", "threshold"] {
+        for key in [
+            "user_accuracy", "macro_user_recall", "macro_user_precision", "unknown_far", "nonface_far", "user_rejected",
+            "overall_accuracy", "per_user", "confusion", "misclassified", "threshold",
+        ] {
             #expect(object[key] != nil, "missing \(key)")
         }
     }
@@ -82,18 +90,31 @@ struct ScoringTests {
     @Test func htmlReportIsWellFormedAndSelfContained() throws {
         let metrics = Scoring.metrics(predictions, rule: DecisionRule(classLabels: labels, threshold: 0.5))
         let report = HTMLReport(
-            title: "Model <7>", history: [EpochRecord(epoch: 1, trainLoss: 1.2, trainAccuracy: 0.5, heldOutLoss: 1.3, heldOutAccuracy: 0.4, learningRate: 0.001, seconds: 2)],
+            title: "Model <7>",
+            history: [
+                EpochRecord(
+                    epoch: 1, trainLoss: 1.2, trainAccuracy: 0.5, heldOutLoss: 1.3, heldOutAccuracy: 0.4,
+                    learningRate: 0.001, seconds: 2)
+            ],
             metrics: metrics, sweep: Scoring.sweep(predictions, classLabels: labels),
-            embeddings: [.init(x: 0, y: 1, label: "3"), .init(x: 1, y: 0, label: "2"), .init(x: 0.5, y: 0.5, label: "1")],
+            embeddings: [
+                .init(x: 0, y: 1, label: "3"), .init(x: 1, y: 0, label: "2"), .init(x: 0.5, y: 0.5, label: "1"),
+            ],
             explainedVariance: [0.6, 0.3], thumbnails: ["b": "data:image/png;base64,AAAA"])
         let html = report.html
         #expect(html.contains("Model &lt;7&gt;"))
-        #expect(!html.contains("http://") || html.components(separatedBy: "http://").dropFirst().allSatisfy { $0.hasPrefix("www.w3.org/2000/svg") })
+        #expect(
+            !html.contains("http://")
+                || html.components(separatedBy: "http://").dropFirst().allSatisfy {
+                    $0.hasPrefix("www.w3.org/2000/svg")
+                })
         #expect(!html.contains("<script"))
         // Strict XML parse of each inline SVG proves the drawings are well-formed.
         var rest = Substring(html)
         var svgs = 0
-        while let start = rest.range(of: "<svg"), let end = rest.range(of: "</svg>", range: start.upperBound..<rest.endIndex) {
+        while let start = rest.range(of: "<svg"),
+            let end = rest.range(of: "</svg>", range: start.upperBound..<rest.endIndex)
+        {
             let svg = String(rest[start.lowerBound..<end.upperBound])
             let parser = XMLParser(data: Data(svg.utf8))
             #expect(parser.parse(), "SVG \(svgs) is not well-formed: \(parser.parserError.map { "\($0)" } ?? "")")

@@ -1,4 +1,5 @@
 import Foundation
+import FaceTrainTestSupport
 import Testing
 
 @testable import FaceTrain
@@ -124,34 +125,8 @@ struct ExportConsumerTests {
 
     // MARK: - Running the checker
 
-    struct CheckCase: Codable {
-        var name: String
-        var pixels: [UInt8]
-        var probabilities: [Double]
-    }
-
-    /// The JSON file check_exports.py reads; see its docstring.
-    struct CheckFile: Codable {
-        struct Input: Codable { var name: String, width: Int, height: Int, channels: Int, colorSpace: String }
-        struct Outputs: Codable { var label: String, probabilities: String }
-        struct Metadata: Codable {
-            var version: Int, versionString: String, shortDescription: String, author: String, license: String
-            var userDefined: [String: String]
-        }
-        struct Producer: Codable { var name: String, version: String }
-        var mlmodel: String
-        var onnx: String
-        var labels: [String]
-        var input: Input
-        var outputs: Outputs
-        var metadata: Metadata
-        var onnxProducer: Producer
-        var tolerance: Double
-        var cases: [CheckCase]
-    }
-
     static func exportAndCheck(
-        _ model: TrainedModel, crops: [FaceCrop], tamper: (inout CheckFile) -> Void = { _ in },
+        _ model: TrainedModel, crops: [FaceCrop], tamper: (inout ExportCheckFile) -> Void = { _ in },
         tamperFiles: (_ coreML: URL, _ onnx: URL) throws -> Void = { _, _ in }
     ) throws -> (status: Int32, output: String) {
         let directory = try ExportTestSupport.temporaryDirectory()
@@ -163,16 +138,16 @@ struct ExportConsumerTests {
         try tamperFiles(coreMLURL, onnxURL)
 
         let input = model.definition.input
-        var cases: [CheckCase] = []
+        var cases: [ExportCheckFile.Case] = []
         for crop in crops {
             #expect(crop.width == input.width && crop.height == input.height && crop.channels == input.channels)
             let probabilities = ReferenceForwardPass.probabilities(model, pixels: crop.pixels)
             // A clear winner, so that "same top label" is a meaningful check at float32 precision.
             let sorted = probabilities.sorted(by: >)
             #expect(sorted[0] - sorted[1] > 1e-4, "\(crop.name): top two classes are too close")
-            cases.append(CheckCase(name: crop.name, pixels: crop.pixels, probabilities: probabilities))
+            cases.append(ExportCheckFile.Case(name: crop.name, pixels: crop.pixels, probabilities: probabilities))
         }
-        var file = CheckFile(
+        var file = ExportCheckFile(
             mlmodel: coreMLURL.path, onnx: onnxURL.path, labels: model.definition.classLabels,
             input: .init(
                 name: "image", width: input.width, height: input.height, channels: input.channels,

@@ -31,6 +31,28 @@ enum ExportTestSupport {
     }
 }
 
+// MARK: - The smallest complete model
+
+extension ModelDefinition {
+    /// gen_reference.py's network (docs/formats-ref): a 3x3 convolution to 4 channels, batch norm,
+    /// ReLU, 2x2 max pooling, global average pooling and a linear layer: every exported layer kind.
+    static func tinyClassifier(
+        input: InputSpecification, outputFeatures: Int, classLabels: [String]
+    ) -> ModelDefinition {
+        ModelDefinition(
+            input: input,
+            layers: [
+                .conv2D(inputChannels: input.channels, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1),
+                .batchNorm2D(channels: 4, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .maxPool2D(size: 2, stride: 2),
+                .globalAveragePool,
+                .linear(inputFeatures: 4, outputFeatures: outputFeatures),
+            ],
+            classLabels: classLabels)
+    }
+}
+
 // MARK: - Seeded weights
 
 /// SplitMix64: small, fast and the same on every platform.

@@ -9,16 +9,8 @@ struct ExportValidationTests {
 
     /// A small valid RGB model: conv, bn, relu, pool, gap, linear to `classes` outputs.
     static func smallModel(classes: Int = 3, labels: [String]? = nil) -> TrainedModel {
-        let definition = ModelDefinition(
-            input: InputSpecification(width: 8, height: 8, channels: 3),
-            layers: [
-                .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1),
-                .batchNorm2D(channels: 4, epsilon: 1e-5, momentum: 0.1),
-                .relu,
-                .maxPool2D(size: 2, stride: 2),
-                .globalAveragePool,
-                .linear(inputFeatures: 4, outputFeatures: classes),
-            ],
+        let definition = ModelDefinition.tinyClassifier(
+            input: InputSpecification(width: 8, height: 8, channels: 3), outputFeatures: classes,
             classLabels: labels ?? (1...classes).map(String.init))
         return TrainedModel.seeded(definition, seed: 1)
     }

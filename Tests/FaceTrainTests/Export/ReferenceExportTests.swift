@@ -15,18 +15,10 @@ struct ReferenceExportTests {
 
     /// gen_reference.py's network and weights as a `TrainedModel`.
     static func tinyModel() -> TrainedModel {
-        let definition = ModelDefinition(
+        let definition = ModelDefinition.tinyClassifier(
             input: InputSpecification(
                 width: 32, height: 32, channels: 3, scale: Float(1.0 / 127.5), bias: [-1, -1, -1]),
-            layers: [
-                .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1),
-                .batchNorm2D(channels: 4, epsilon: 1e-5, momentum: 0.1),
-                .relu,
-                .maxPool2D(size: 2, stride: 2),
-                .globalAveragePool,
-                .linear(inputFeatures: 4, outputFeatures: 3),
-            ],
-            classLabels: ["1", "2", "17"])
+            outputFeatures: 3, classLabels: ["1", "2", "17"])
         // numpy adds the Python floats 1.0 and 0.6 to float32 arrays in float32 (NEP 50).
         let tensors: [[(String, [Int], [Float])]] = [
             [("weight", [4, 3, 3, 3], det(108, 1)), ("bias", [4], det(4, 2))],

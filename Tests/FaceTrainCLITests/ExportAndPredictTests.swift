@@ -235,7 +235,7 @@ struct ExportAndPredictTests {
         }
         try #require(rows.count == probes.count)
 
-        var cases: [PredictionCase] = []
+        var cases: [ExportCheckFile.Case] = []
         var correct = 0
         var users = 0
         for (file, row) in zip(probes, rows) {
@@ -246,7 +246,7 @@ struct ExportAndPredictTests {
             guard sorted[0] - sorted[1] > 1e-4 else { continue }
             let pixels = try FacePredictor.pixels(of: file, input: manifest.input)
             cases.append(
-                PredictionCase(
+                ExportCheckFile.Case(
                     name: file.lastPathComponent, file: file.path, pixels: pixels.pixels, probabilities: probabilities))
             let truth = file.deletingLastPathComponent().lastPathComponent
             if truth != "2" {
@@ -258,7 +258,7 @@ struct ExportAndPredictTests {
         print("predict on \(users) held-back crops of the 8 users: \(correct) correct (argmax)")
 
         let threshold = try #require(manifest.acceptThreshold)
-        let checkFile = PredictionCheckFile(
+        let checkFile = ExportCheckFile(
             mlmodel: bundle.appendingPathComponent(CoreMLExporter.fileName).path,
             onnx: bundle.appendingPathComponent(ONNXExporter.fileName).path, labels: labels,
             input: .init(name: "image", width: 64, height: 64, channels: 3, colorSpace: "RGB"),
@@ -407,34 +407,6 @@ struct ExportAndPredictTests {
         }
         return try staging.publishVersion(manifest: manifest)
     }
-}
-
-/// check_exports.py's case format, plus the image file.
-struct PredictionCase: Codable {
-    var name: String
-    var file: String
-    var pixels: [UInt8]
-    var probabilities: [Double]
-}
-
-/// The JSON file check_predictions.py reads (check_exports.py's format).
-struct PredictionCheckFile: Codable {
-    struct Input: Codable { var name: String, width: Int, height: Int, channels: Int, colorSpace: String }
-    struct Outputs: Codable { var label: String, probabilities: String }
-    struct Metadata: Codable {
-        var version: Int, versionString: String, shortDescription: String, author: String, license: String
-        var userDefined: [String: String]
-    }
-    struct Producer: Codable { var name: String, version: String }
-    var mlmodel: String
-    var onnx: String
-    var labels: [String]
-    var input: Input
-    var outputs: Outputs
-    var metadata: Metadata
-    var onnxProducer: Producer
-    var tolerance: Double
-    var cases: [PredictionCase]
 }
 
 /// Small image files for predict tests.
