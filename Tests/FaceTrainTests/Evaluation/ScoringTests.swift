@@ -66,14 +66,39 @@ struct ScoringTests {
         let threshold = Scoring.chooseThreshold(sweep, targetFalseAcceptRate: 0.0)
         #expect(sweep.first { $0.threshold == threshold }!.calibrationFalseAcceptRate == 0)
         // Simulated strangers: b without user 3 puts user 4 at 0.6 / 0.7 = 0.857, c without user 4 puts
-        // user 3 at 0.25 / 0.55 = 0.45; the real stranger d is user 3 at 0.7. Zero FAR needs t > 0.857.
-        #expect(abs(threshold - 0.86) < 1e-9)
+        // user 3 at 0.25 / 0.55 = 0.45; the real stranger d is user 3 at 0.7. Zero FAR needs t > 0.857,
+        // and crop a (0.9 as a Float, just under 0.90) stays recognised up to 0.89: the lower middle of
+        // the plateau 0.86-0.89 is 0.87.
+        #expect(abs(threshold - 0.87) < 1e-9)
         let impossible = [
             ThresholdPoint(
                 threshold: 0.5, userAccuracy: 1, unknownFalseAcceptRate: 1, nonfaceFalseAcceptRate: 1,
                 calibrationFalseAcceptRate: 1)
         ]
         #expect(Scoring.chooseThreshold(impossible, targetFalseAcceptRate: 0.05) == 1)
+    }
+
+    @Test func tiedThresholdsGiveTheMiddleOfThePlateau() {
+        // Strangers fall under 5 % from 0.50 on; users stay at 0.98 up to 0.76, then drop.
+        func point(_ threshold: Double) -> ThresholdPoint {
+            let far = threshold < 0.5 ? 0.2 : 0.04
+            let accuracy = threshold <= 0.76 ? 0.98 : 0.9
+            return ThresholdPoint(
+                threshold: threshold, userAccuracy: accuracy, unknownFalseAcceptRate: far, nonfaceFalseAcceptRate: 0,
+                calibrationFalseAcceptRate: far)
+        }
+        let plateau = (0...100).map { point(Double($0) / 100) }
+        #expect(Scoring.chooseThreshold(plateau, targetFalseAcceptRate: 0.05) == 0.63)
+        // An odd number of grid steps has no single middle: the lower of the two is taken.
+        #expect(Scoring.chooseThreshold(plateau.filter { $0.threshold <= 0.75 || $0.threshold > 0.76 }, targetFalseAcceptRate: 0.05) == 0.62)
+        // No plateau: the lowest admissible threshold already has the most accuracy.
+        let steep = (0...100).map { step -> ThresholdPoint in
+            let threshold = Double(step) / 100
+            return ThresholdPoint(
+                threshold: threshold, userAccuracy: 1 - threshold, unknownFalseAcceptRate: 1 - threshold,
+                nonfaceFalseAcceptRate: 0, calibrationFalseAcceptRate: 1 - threshold)
+        }
+        #expect(abs(Scoring.chooseThreshold(steep, targetFalseAcceptRate: 0.1) - 0.9) < 1e-9)
     }
 
     @Test func metricsJSONUsesTheKeysCIReads() throws {
