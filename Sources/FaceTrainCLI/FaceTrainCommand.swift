@@ -2,7 +2,12 @@ import FaceTrain
 import Foundation
 
 /// Exit codes: success, failure, a refused gate (publish), a usage error (EX_USAGE).
-enum ExitCode: Int32 { case success = 0, failure = 1, refused = 2, usage = 64 }
+enum ExitCode: Int32 {
+    case success = 0
+    case failure = 1
+    case refused = 2
+    case usage = 64
+}
 
 /// A subcommand: parses its arguments in `init`, does its work in `run`.
 protocol Command {
@@ -57,13 +62,17 @@ struct FaceTrainCommand {
             return .success
         }
         var words = argv
-        if words.first == "help" { words.removeFirst(); words.append("--help") }
+        if words.first == "help" {
+            words.removeFirst()
+            words.append("--help")
+        }
         guard !words.isEmpty, !["-h", "--help"].contains(words[0]) else {
             printRootHelp()
             return .success
         }
         // Longest command name that prefixes the words ("data check" before "data").
-        let match = commands
+        let match =
+            commands
             .map { ($0, $0.name.split(separator: " ").map(String.init)) }
             .filter { words.starts(with: $0.1) }
             .max { $0.1.count < $1.1.count }

@@ -53,7 +53,8 @@ final class ProgressPrinter: FitObserver {
         if batch == 1 { epochStart = Date() }
         guard style == .terminal, Date().timeIntervalSince(lastDraw) > 0.1 || batch == batches else { return }
         lastDraw = Date()
-        let width = 24, filled = width * batch / max(batches, 1)
+        let width = 24
+        let filled = width * batch / max(batches, 1)
         let secondsLeft = Date().timeIntervalSince(epochStart) / Double(batch) * Double(batches - batch)
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
         let line = String(
@@ -65,11 +66,13 @@ final class ProgressPrinter: FitObserver {
     func epochFinished(_ record: EpochRecord, isBest: Bool) {
         switch style {
         case .json:
-            event("epoch", [
-                "epoch": record.epoch, "train_loss": record.trainLoss, "train_accuracy": record.trainAccuracy,
-                "held_out_loss": record.heldOutLoss, "held_out_accuracy": record.heldOutAccuracy,
-                "learning_rate": record.learningRate, "seconds": record.seconds, "best": isBest,
-            ])
+            event(
+                "epoch",
+                [
+                    "epoch": record.epoch, "train_loss": record.trainLoss, "train_accuracy": record.trainAccuracy,
+                    "held_out_loss": record.heldOutLoss, "held_out_accuracy": record.heldOutAccuracy,
+                    "learning_rate": record.learningRate, "seconds": record.seconds, "best": isBest,
+                ])
         case .terminal, .lines:
             let clear = style == .terminal ? "\r\u{1B}[K" : ""
             let line = String(

@@ -1,6 +1,6 @@
 import FaceTrain
-import Foundation
 import FaceTrainTestSupport
+import Foundation
 import Testing
 
 @Suite("verify, list, publish, rollback commands")

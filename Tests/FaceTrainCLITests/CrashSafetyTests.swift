@@ -1,6 +1,6 @@
 import FaceTrain
-import Foundation
 import FaceTrainTestSupport
+import Foundation
 import Testing
 
 /// Real processes killed with SIGKILL at named points and at random moments, concurrent

@@ -1,6 +1,5 @@
-import Foundation
-
 import FaceTrain
+import Foundation
 
 /// Small models, exports and metrics for bundle tests, shared by both test targets.
 public enum BundleFixture {

@@ -200,17 +200,17 @@ public struct FLOPCount: Sendable, Equatable {
         var first = 0.0
         for (index, specification) in definition.layers.enumerated() {
             switch specification {
-            case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
                 let oh = (shape[2] + 2 * padding - kernelSize) / stride + 1
                 let ow = (shape[3] + 2 * padding - kernelSize) / stride + 1
                 let flops = 2.0 * Double(outputChannels * inputChannels * kernelSize * kernelSize * oh * ow)
                 forward += flops
                 if index == 0 { first = flops }
                 shape = [1, outputChannels, oh, ow]
-            case let .linear(inputFeatures, outputFeatures):
+            case .linear(let inputFeatures, let outputFeatures):
                 forward += 2.0 * Double(inputFeatures * outputFeatures)
                 shape = [1, outputFeatures]
-            case let .maxPool2D(size, stride):
+            case .maxPool2D(let size, let stride):
                 shape = [1, shape[1], (shape[2] - size) / stride + 1, (shape[3] - size) / stride + 1]
             case .globalAveragePool:
                 shape = [1, shape[1]]

@@ -255,7 +255,7 @@ final class HDF5File {
             let type = Group.variableStringType()
             defer { H5Tclose(type) }
             let copies = values.map { strdup($0) }
-            defer { copies.forEach { free($0) } }
+            defer { for copy in copies { free(copy) } }
             var pointers = copies.map { UnsafePointer<CChar>($0) }
             try writeAttribute(name, type: type, count: scalar ? nil : values.count) { attribute in
                 pointers.withUnsafeMutableBufferPointer { H5Awrite(attribute, type, $0.baseAddress) }

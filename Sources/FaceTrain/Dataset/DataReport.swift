@@ -40,7 +40,9 @@ public struct DataReport: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case root, problems, warnings, classes
-        case imageCount = "image_count", userCount = "user_count", negativesPresent = "negatives_present"
+        case imageCount = "image_count"
+        case userCount = "user_count"
+        case negativesPresent = "negatives_present"
     }
 
     init(root: String, problems: [Entry], warnings: [DataWarning], classes: [ClassSummary]) {

@@ -25,8 +25,11 @@ public struct EpochRecord: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case epoch, seconds
-        case trainLoss = "train_loss", trainAccuracy = "train_accuracy", heldOutLoss = "held_out_loss"
-        case heldOutAccuracy = "held_out_accuracy", learningRate = "learning_rate"
+        case trainLoss = "train_loss"
+        case trainAccuracy = "train_accuracy"
+        case heldOutLoss = "held_out_loss"
+        case heldOutAccuracy = "held_out_accuracy"
+        case learningRate = "learning_rate"
     }
 }
 
@@ -114,8 +117,14 @@ public struct HTMLReport {
         series: [(name: String, color: String, points: [(Double, Double)])], xLabel: String, yMaximum: Double?,
         marker: Double? = nil
     ) -> String {
-        let width = 640.0, height = 260.0, left = 50.0, bottom = 30.0, top = 10.0, right = 120.0
-        let xs = series.flatMap { $0.points.map(\.0) }, ys = series.flatMap { $0.points.map(\.1) }
+        let width = 640.0
+        let height = 260.0
+        let left = 50.0
+        let bottom = 30.0
+        let top = 10.0
+        let right = 120.0
+        let xs = series.flatMap { $0.points.map(\.0) }
+        let ys = series.flatMap { $0.points.map(\.1) }
         guard let xMin = xs.min(), let xMax = xs.max() else { return "<p>No data.</p>" }
         let yMax = yMaximum ?? max(ys.max() ?? 1, 1e-9)
         func px(_ x: Double) -> Double {
@@ -185,7 +194,9 @@ public struct HTMLReport {
     private func perUserBars() -> String {
         let users = metrics.perUser.sorted { (Int($0.key) ?? 0) < (Int($1.key) ?? 0) }
         guard !users.isEmpty else { return "<p>No user crops were scored.</p>" }
-        let rowHeight = 16.0, labelWidth = 180.0, barWidth = 300.0
+        let rowHeight = 16.0
+        let labelWidth = 180.0
+        let barWidth = 300.0
         let height = Double(users.count) * rowHeight * 2 + 20
         var svg =
             "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(labelWidth + barWidth + 60))' "
@@ -212,7 +223,8 @@ public struct HTMLReport {
     private func confusionHeatMap() -> String {
         let labels = metrics.confusionLabels
         guard !labels.isEmpty else { return "" }
-        let cell = max(8.0, min(28.0, 560.0 / Double(labels.count))), margin = 40.0
+        let cell = max(8.0, min(28.0, 560.0 / Double(labels.count)))
+        let margin = 40.0
         let size = margin + cell * Double(labels.count) + 10
         var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(size))' height='\(Int(size))'>"
         for (row, counts) in metrics.confusion.enumerated() {
@@ -242,9 +254,14 @@ public struct HTMLReport {
 
     private func embeddingMap() -> String {
         guard !embeddings.isEmpty else { return "<p>No embeddings.</p>" }
-        let size = 520.0, pad = 20.0
-        let xs = embeddings.map { Double($0.x) }, ys = embeddings.map { Double($0.y) }
-        let xMin = xs.min()!, xMax = xs.max()!, yMin = ys.min()!, yMax = ys.max()!
+        let size = 520.0
+        let pad = 20.0
+        let xs = embeddings.map { Double($0.x) }
+        let ys = embeddings.map { Double($0.y) }
+        let xMin = xs.min()!
+        let xMax = xs.max()!
+        let yMin = ys.min()!
+        let yMax = ys.max()!
         func px(_ x: Double) -> Double { pad + (xMax > xMin ? (x - xMin) / (xMax - xMin) : 0.5) * (size - 2 * pad) }
         func py(_ y: Double) -> Double {
             size - pad - (yMax > yMin ? (y - yMin) / (yMax - yMin) : 0.5) * (size - 2 * pad)
@@ -254,7 +271,8 @@ public struct HTMLReport {
         }
         var svg = "<svg xmlns='http://www.w3.org/2000/svg' width='\(Int(size))' height='\(Int(size))'>"
         for point in embeddings {
-            let x = px(Double(point.x)), y = py(Double(point.y))
+            let x = px(Double(point.x))
+            let y = py(Double(point.y))
             switch point.label {
             case "1":
                 svg +=

@@ -57,7 +57,8 @@ public struct Misclassification: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case file, confidence
-        case trueLabel = "true_label", predictedLabel = "predicted_label"
+        case trueLabel = "true_label"
+        case predictedLabel = "predicted_label"
     }
 }
 
@@ -72,8 +73,10 @@ public struct ThresholdPoint: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case threshold
-        case userAccuracy = "user_accuracy", unknownFalseAcceptRate = "unknown_far"
-        case nonfaceFalseAcceptRate = "nonface_far", calibrationFalseAcceptRate = "calibration_far"
+        case userAccuracy = "user_accuracy"
+        case unknownFalseAcceptRate = "unknown_far"
+        case nonfaceFalseAcceptRate = "nonface_far"
+        case calibrationFalseAcceptRate = "calibration_far"
     }
 }
 
@@ -98,10 +101,15 @@ public struct EvaluationMetrics: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case threshold, confusion, misclassified, counts, unthresholded
-        case userAccuracy = "user_accuracy", macroUserRecall = "macro_user_recall"
-        case macroUserPrecision = "macro_user_precision", unknownFalseAcceptRate = "unknown_far"
-        case nonfaceFalseAcceptRate = "nonface_far", userRejected = "user_rejected"
-        case overallAccuracy = "overall_accuracy", perUser = "per_user", confusionLabels = "confusion_labels"
+        case userAccuracy = "user_accuracy"
+        case macroUserRecall = "macro_user_recall"
+        case macroUserPrecision = "macro_user_precision"
+        case unknownFalseAcceptRate = "unknown_far"
+        case nonfaceFalseAcceptRate = "nonface_far"
+        case userRejected = "user_rejected"
+        case overallAccuracy = "overall_accuracy"
+        case perUser = "per_user"
+        case confusionLabels = "confusion_labels"
     }
 }
 
@@ -174,8 +182,13 @@ public enum Scoring {
     }
 
     static func rates(_ predictions: [Prediction], rule: DecisionRule) -> Rates {
-        var users = 0, usersCorrect = 0, usersRejected = 0
-        var unknown = 0, unknownAccepted = 0, nonface = 0, nonfaceAccepted = 0
+        var users = 0
+        var usersCorrect = 0
+        var usersRejected = 0
+        var unknown = 0
+        var unknownAccepted = 0
+        var nonface = 0
+        var nonfaceAccepted = 0
         for prediction in predictions {
             let label = rule.decide(prediction.probabilities).label
             switch prediction.trueLabel {

@@ -14,9 +14,20 @@ public enum Thumbnail {
             withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).littleEndian) { data.append(contentsOf: $0) }
         }
         data.append(contentsOf: Array("BM".utf8))
-        append32(54 + pixelBytes); append32(0); append32(54)
-        append32(40); append32(image.width); append32(image.height); append16(1); append16(24)
-        append32(0); append32(pixelBytes); append32(2835); append32(2835); append32(0); append32(0)
+        append32(54 + pixelBytes)
+        append32(0)
+        append32(54)
+        append32(40)
+        append32(image.width)
+        append32(image.height)
+        append16(1)
+        append16(24)
+        append32(0)
+        append32(pixelBytes)
+        append32(2835)
+        append32(2835)
+        append32(0)
+        append32(0)
         // BMP rows run bottom-up, pixels in BGR order.
         for y in stride(from: image.height - 1, through: 0, by: -1) {
             var row = [UInt8](repeating: 0, count: rowBytes)

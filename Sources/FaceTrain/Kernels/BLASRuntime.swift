@@ -98,7 +98,9 @@ public enum BLASRuntime {
     /// Multiplies two small random matrices with `cblas_sgemm` and compares with a naive loop;
     /// returns the largest relative error. A broken kernel shows errors far above 1e-5.
     public static func selfCheck() -> Float {
-        let m = 37, n = 29, k = 53
+        let m = 37
+        let n = 29
+        let k = 53
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         func next() -> Float {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407

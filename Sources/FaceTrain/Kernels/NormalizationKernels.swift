@@ -81,19 +81,26 @@ func normalizeReLUMaxPool2x2(
             if let argmax {
                 let winners = argmax + (channel * oh + oy) * ow
                 for ox in 0..<ow {
-                    let a = row0[2 * ox] * s + t, b = row0[2 * ox + 1] * s + t
-                    let c = row1[2 * ox] * s + t, d = row1[2 * ox + 1] * s + t
-                    let upper = b > a ? b : a, lower = d > c ? d : c
-                    let upperIndex: UInt8 = b > a ? 1 : 0, lowerIndex: UInt8 = d > c ? 3 : 2
+                    let a = row0[2 * ox] * s + t
+                    let b = row0[2 * ox + 1] * s + t
+                    let c = row1[2 * ox] * s + t
+                    let d = row1[2 * ox + 1] * s + t
+                    let upper = b > a ? b : a
+                    let lower = d > c ? d : c
+                    let upperIndex: UInt8 = b > a ? 1 : 0
+                    let lowerIndex: UInt8 = d > c ? 3 : 2
                     let best = lower > upper ? lower : upper
                     winners[ox] = lower > upper ? lowerIndex : upperIndex
                     out[ox] = best > 0 ? best : 0
                 }
             } else {
                 for ox in 0..<ow {
-                    let a = row0[2 * ox] * s + t, b = row0[2 * ox + 1] * s + t
-                    let c = row1[2 * ox] * s + t, d = row1[2 * ox + 1] * s + t
-                    let upper = b > a ? b : a, lower = d > c ? d : c
+                    let a = row0[2 * ox] * s + t
+                    let b = row0[2 * ox + 1] * s + t
+                    let c = row1[2 * ox] * s + t
+                    let d = row1[2 * ox + 1] * s + t
+                    let upper = b > a ? b : a
+                    let lower = d > c ? d : c
                     let best = lower > upper ? lower : upper
                     out[ox] = best > 0 ? best : 0
                 }
@@ -121,7 +128,8 @@ func maxPool2x2ReLUGradientSums(
         let mu = mean[channel]
         let plane = x + channel * height * width
         let base = channel * oh * ow
-        var g: Float = 0, gx: Float = 0
+        var g: Float = 0
+        var gx: Float = 0
         for oy in 0..<oh {
             for ox in 0..<ow {
                 let q = base + oy * ow + ox
@@ -168,7 +176,8 @@ func reluGradientSums(
     for channel in 0..<channels {
         let mu = mean[channel]
         let offset = channel * pixels
-        var g: Float = 0, gx: Float = 0
+        var g: Float = 0
+        var gx: Float = 0
         for index in offset..<(offset + pixels) where output[index] > 0 {
             g += outputGradient[index]
             gx += outputGradient[index] * (x[index] - mu)
@@ -204,7 +213,8 @@ func reluAverageGradientSums(
         let (s, t, mu) = (scale[channel], shift[channel], mean[channel])
         let dz = pooledGradient[channel] / Float(pixels)
         let row = x + channel * pixels
-        var count: Float = 0, sx: Float = 0
+        var count: Float = 0
+        var sx: Float = 0
         for index in 0..<pixels where row[index] * s + t > 0 {
             count += 1
             sx += row[index] - mu
@@ -263,4 +273,3 @@ struct BatchNormGradientCoefficients {
         }
     }
 }
-

@@ -4,7 +4,8 @@
 /// Σ x[i] over `count` floats.
 @inline(__always)
 func sum(_ x: UnsafePointer<Float>, count: Int) -> Float {
-    var a = SIMD8<Float>(), b = SIMD8<Float>()
+    var a = SIMD8<Float>()
+    var b = SIMD8<Float>()
     var index = 0
     let raw = UnsafeRawPointer(x)
     while index + 16 <= count {
@@ -23,7 +24,8 @@ func sum(_ x: UnsafePointer<Float>, count: Int) -> Float {
 /// Σ (x[i] - center)² over `count` floats.
 @inline(__always)
 func sumOfSquaredDeviations(_ x: UnsafePointer<Float>, count: Int, center: Float) -> Float {
-    var a = SIMD8<Float>(), b = SIMD8<Float>()
+    var a = SIMD8<Float>()
+    var b = SIMD8<Float>()
     let c = SIMD8<Float>(repeating: center)
     var index = 0
     let raw = UnsafeRawPointer(x)
@@ -46,13 +48,17 @@ func sumOfSquaredDeviations(_ x: UnsafePointer<Float>, count: Int, center: Float
 /// Σ x[i]·y[i] over `count` floats.
 @inline(__always)
 func dot(_ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>, count: Int) -> Float {
-    var a = SIMD8<Float>(), b = SIMD8<Float>()
+    var a = SIMD8<Float>()
+    var b = SIMD8<Float>()
     var index = 0
-    let rx = UnsafeRawPointer(x), ry = UnsafeRawPointer(y)
+    let rx = UnsafeRawPointer(x)
+    let ry = UnsafeRawPointer(y)
     while index + 16 <= count {
-        a += rx.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
+        a +=
+            rx.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
             * ry.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
-        b += rx.loadUnaligned(fromByteOffset: index * 4 + 32, as: SIMD8<Float>.self)
+        b +=
+            rx.loadUnaligned(fromByteOffset: index * 4 + 32, as: SIMD8<Float>.self)
             * ry.loadUnaligned(fromByteOffset: index * 4 + 32, as: SIMD8<Float>.self)
         index += 16
     }

@@ -74,7 +74,8 @@ public struct BatchNorm2D: Layer {
         if mode == .training {
             self.input = input
             // Two passes per channel in double: mean, then squared deviations from it.
-            var means = [Double](repeating: 0, count: channels), squares = means
+            var means = [Double](repeating: 0, count: channels)
+            var squares = means
             input.scalars.withUnsafeBufferPointer { x in
                 means.withUnsafeMutableBufferPointer { meanOut in
                     squares.withUnsafeMutableBufferPointer { squareOut in
@@ -122,7 +123,8 @@ public struct BatchNorm2D: Layer {
 
     public mutating func backward(_ outputGradient: Tensor) -> Tensor {
         let (batch, pixels) = (input.shape[0], input.count / max(input.shape[0] * channels, 1))
-        var sumGradient = [Double](repeating: 0, count: channels), sumCentered = sumGradient
+        var sumGradient = [Double](repeating: 0, count: channels)
+        var sumCentered = sumGradient
         let mean = self.mean
         input.scalars.withUnsafeBufferPointer { x in
             outputGradient.scalars.withUnsafeBufferPointer { dy in

@@ -29,7 +29,9 @@ public struct SoftmaxCrossEntropy: Sendable, Equatable {
     /// Loss over the batch and its gradient with respect to `logits` [N, C]; labels in 0..<C.
     public func lossAndGradient(logits: Tensor, labels: [Int]) -> (loss: Float, logitsGradient: Tensor) {
         let (batch, classes) = (logits.shape[0], logits.count / max(logits.shape[0], 1))
-        precondition(labels.count == batch && labels.allSatisfy { (0..<classes).contains($0) }, "labels must be \(batch) values in 0..<\(classes)")
+        precondition(
+            labels.count == batch && labels.allSatisfy { (0..<classes).contains($0) },
+            "labels must be \(batch) values in 0..<\(classes)")
         let weights = classWeights ?? [Float](repeating: 1, count: classes)
         let epsilon = Double(labelSmoothing)
         var gradient = Tensor(zeros: logits.shape)
@@ -54,7 +56,9 @@ public struct SoftmaxCrossEntropy: Sendable, Equatable {
             totalWeight += Double(weights[labels[sample]])
         }
         let normaliser = totalWeight > 0 ? totalWeight : 1
-        for index in 0..<gradient.count { gradient.scalars[index] = Float(Double(gradient.scalars[index]) / normaliser) }
+        for index in 0..<gradient.count {
+            gradient.scalars[index] = Float(Double(gradient.scalars[index]) / normaliser)
+        }
         return (Float(totalLoss / normaliser), gradient)
     }
 }

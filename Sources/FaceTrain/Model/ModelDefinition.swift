@@ -60,11 +60,11 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     /// Names and shapes of the layer's saved tensors, in file order.
     public var parameterShapes: [(name: String, shape: [Int])] {
         switch self {
-        case let .conv2D(inputChannels, outputChannels, kernelSize, _, _):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, _, _):
             [("weight", [outputChannels, inputChannels, kernelSize, kernelSize]), ("bias", [outputChannels])]
-        case let .batchNorm2D(channels, _, _):
+        case .batchNorm2D(let channels, _, _):
             [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]
-        case let .linear(inputFeatures, outputFeatures):
+        case .linear(let inputFeatures, let outputFeatures):
             [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
         case .relu, .maxPool2D, .globalAveragePool, .l2Normalize, .dropout:
             []

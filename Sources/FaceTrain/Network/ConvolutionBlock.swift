@@ -98,7 +98,8 @@ struct ConvolutionBlock: Sendable {
         guard training else { return }
 
         // Batch statistics from per-image moments (Chan et al.'s parallel variance), in image order.
-        var batchMean = [Float](repeating: 0, count: f), variance = batchMean
+        var batchMean = [Float](repeating: 0, count: f)
+        var variance = batchMean
         for channel in 0..<f {
             var total: Double = 0
             for image in 0..<batch { total += Double(moments[image * 2 * f + channel]) }
@@ -199,7 +200,8 @@ struct ConvolutionBlock: Sendable {
                 }
             }
         }
-        var sumGradient = [Double](repeating: 0, count: f), sumCentered = sumGradient
+        var sumGradient = [Double](repeating: 0, count: f)
+        var sumCentered = sumGradient
         for image in 0..<batch {
             for channel in 0..<f {
                 sumGradient[channel] += Double(sums[image * 2 * f + channel])

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A network built from a `ModelDefinition`: its layers in order, run forward and backward.
 ///
 /// `layers` is exactly the definition's layer list. Internally, each Conv2D → BatchNorm2D → ReLU
@@ -33,20 +35,20 @@ public struct Network: Sendable, CustomStringConvertible {
         layers = []
         for specification in definition.layers {
             switch specification {
-            case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
                 layers.append(
                     Conv2D(
                         inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize,
                         stride: stride, padding: padding, using: &generator))
-            case let .batchNorm2D(channels, epsilon, momentum):
+            case .batchNorm2D(let channels, let epsilon, let momentum):
                 layers.append(BatchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum))
             case .relu: layers.append(ReLU())
-            case let .maxPool2D(size, stride): layers.append(MaxPool2D(size: size, stride: stride))
+            case .maxPool2D(let size, let stride): layers.append(MaxPool2D(size: size, stride: stride))
             case .globalAveragePool: layers.append(GlobalAveragePool())
-            case let .l2Normalize(scale): layers.append(L2Normalize(scale: scale))
-            case let .linear(inputFeatures, outputFeatures):
+            case .l2Normalize(let scale): layers.append(L2Normalize(scale: scale))
+            case .linear(let inputFeatures, let outputFeatures):
                 layers.append(Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator))
-            case let .dropout(rate): layers.append(Dropout(rate: rate, generator: generator.split()))
+            case .dropout(let rate): layers.append(Dropout(rate: rate, generator: generator.split()))
             }
         }
         try plan()
@@ -186,7 +188,7 @@ public struct Network: Sendable, CustomStringConvertible {
                 }
                 let gradient = outputGradients[stageIndex].pointer
                 switch stages[stageIndex] {
-                case let .block(blockIndex):
+                case .block(let blockIndex):
                     // Indices only: a copy of the block would share, and so force copies of, its buffers.
                     let (convIndex, normIndex) = (blocks[blockIndex].convolution, blocks[blockIndex].normalization)
                     var conv = takeLayer(convIndex, as: Conv2D.self)
@@ -196,7 +198,7 @@ public struct Network: Sendable, CustomStringConvertible {
                         outputGradient: gradient, convolution: &conv, normalization: &norm, inputGradient: target)
                     layers[convIndex] = conv
                     layers[normIndex] = norm
-                case let .layer(layerIndex):
+                case .layer(let layerIndex):
                     let shape = outputShapes[stageIndex]
                     let dOutput = Tensor(
                         shape: shape, scalars: Array(UnsafeBufferPointer(start: gradient, count: shape.reduce(1, *))))
@@ -235,10 +237,14 @@ public struct Network: Sendable, CustomStringConvertible {
     /// batch-norm neck), otherwise the output of the last global average pool.
     public mutating func embeddings(for images: Tensor) throws -> Tensor {
         try validate(images)
-        guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool) else { throw NetworkError.noEmbedding }
+        guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool) else {
+            throw NetworkError.noEmbedding
+        }
         let normalizeIndex = definition.layers.lastIndex { if case .l2Normalize = $0 { true } else { false } }
         let embeddingLayer = normalizeIndex.map { max($0 - 1, poolIndex) } ?? poolIndex
-        guard let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == embeddingLayer }) else { throw NetworkError.noEmbedding }
+        guard let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == embeddingLayer }) else {
+            throw NetworkError.noEmbedding
+        }
         run(images, mode: .inference, stageCount: stageIndex + 1)
         return Tensor(shape: outputShapes[stageIndex], scalars: outputs[stageIndex].array)
     }
@@ -260,7 +266,7 @@ public struct Network: Sendable, CustomStringConvertible {
             for stageIndex in 0..<stageCount {
                 let source = stageIndex == 0 ? imageBuffer.baseAddress! : outputs[stageIndex - 1].pointer
                 switch stages[stageIndex] {
-                case let .block(blockIndex):
+                case .block(let blockIndex):
                     let (convIndex, normIndex) = (blocks[blockIndex].convolution, blocks[blockIndex].normalization)
                     let conv = takeLayer(convIndex, as: Conv2D.self)
                     var norm = takeLayer(normIndex, as: BatchNorm2D.self)
@@ -274,7 +280,7 @@ public struct Network: Sendable, CustomStringConvertible {
                     layers[convIndex] = conv
                     layers[normIndex] = norm
                     shape = outputShape
-                case let .layer(layerIndex):
+                case .layer(let layerIndex):
                     let tensor = Tensor(
                         shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
                     let result = layers[layerIndex].forward(tensor, mode: mode)
@@ -301,8 +307,8 @@ public struct Network: Sendable, CustomStringConvertible {
 
     private func lastLayer(of stage: Stage) -> Int {
         switch stage {
-        case let .block(index): blocks[index].lastLayer
-        case let .layer(index): index
+        case .block(let index): blocks[index].lastLayer
+        case .layer(let index): index
         }
     }
 
@@ -321,8 +327,8 @@ public struct Network: Sendable, CustomStringConvertible {
         let specs = definition.layers
         var index = 0
         while index < specs.count {
-            if case let .conv2D(_, channels, _, _, _) = specs[index], index + 2 < specs.count,
-                case let .batchNorm2D(normChannels, _, _) = specs[index + 1], normChannels == channels,
+            if case .conv2D(_, let channels, _, _, _) = specs[index], index + 2 < specs.count,
+                case .batchNorm2D(let normChannels, _, _) = specs[index + 1], normChannels == channels,
                 specs[index + 2] == .relu
             {
                 var pooling = ConvolutionBlock.Pooling.none
@@ -353,7 +359,7 @@ public struct Network: Sendable, CustomStringConvertible {
     private static func check(_ specification: LayerSpecification, at name: String, inputShape shape: [Int]) throws {
         func fail(_ reason: String) -> NetworkError { .invalidDefinition(layer: name, reason: reason) }
         switch specification {
-        case let .conv2D(inputChannels, outputChannels, kernelSize, stride, padding):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
             guard shape.count == 4, shape[1] == inputChannels else {
                 throw fail("expects \(inputChannels) input channels, gets shape \(shape.dropFirst())")
             }
@@ -362,27 +368,27 @@ public struct Network: Sendable, CustomStringConvertible {
             else {
                 throw fail("kernel \(kernelSize), stride \(stride), padding \(padding) do not fit \(shape.dropFirst())")
             }
-        case let .batchNorm2D(channels, epsilon, momentum):
+        case .batchNorm2D(let channels, let epsilon, let momentum):
             guard shape.count == 4 || shape.count == 2, shape[1] == channels else {
                 throw fail("expects \(channels) channels, gets \(shape.dropFirst())")
             }
             guard epsilon > 0, (0...1).contains(momentum) else { throw fail("needs epsilon > 0 and momentum in 0...1") }
         case .relu:
             break
-        case let .maxPool2D(size, stride):
+        case .maxPool2D(let size, let stride):
             guard shape.count == 4, size > 0, stride > 0, shape[2] >= size, shape[3] >= size else {
                 throw fail("window \(size), stride \(stride) does not fit \(shape.dropFirst())")
             }
         case .globalAveragePool:
             guard shape.count == 4 else { throw fail("expects [C, H, W] input, gets \(shape.dropFirst())") }
-        case let .l2Normalize(scale):
+        case .l2Normalize(let scale):
             guard shape.count == 2 else { throw fail("expects [features] input, gets \(shape.dropFirst())") }
             guard scale > 0, scale.isFinite else { throw fail("scale \(scale) must be positive") }
-        case let .linear(inputFeatures, outputFeatures):
+        case .linear(let inputFeatures, let outputFeatures):
             guard shape.dropFirst().reduce(1, *) == inputFeatures, outputFeatures > 0 else {
                 throw fail("expects \(inputFeatures) input features, gets \(shape.dropFirst().reduce(1, *))")
             }
-        case let .dropout(rate):
+        case .dropout(let rate):
             guard (0..<1).contains(rate) else { throw fail("rate \(rate) is not in [0, 1)") }
         }
     }
@@ -397,14 +403,14 @@ public enum NetworkError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .invalidDefinition(layer, reason):
+        case .invalidDefinition(let layer, let reason):
             "Model definition: layer \(layer) \(reason).\n"
                 + "HINT: check the layer list in the manifest or the architecture."
-        case let .weightsMismatch(reason):
+        case .weightsMismatch(let reason):
             "Weights do not match the model definition: \(reason).\n"
                 + "HINT: the weights come from a different architecture or class list; "
                 + "retrain or pick the matching bundle."
-        case let .inputShape(got, expected):
+        case .inputShape(let got, let expected):
             "Input images have shape \(got), expected [N, \(expected.map(String.init).joined(separator: ", "))].\n"
                 + "HINT: resize crops to the model's input size and channel count."
         case .noEmbedding:
@@ -413,5 +419,3 @@ public enum NetworkError: Error, CustomStringConvertible, Equatable {
         }
     }
 }
-
-import Foundation

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The one seeded random number generator of facetrain: initialisation, dropout, shuffling, splits.
 ///
 /// SplitMix64 (Steele, Lea & Flood 2014; constants from Vigna's reference implementation): a 64-bit
@@ -32,8 +34,6 @@ public struct SplitMix64: RandomNumberGenerator, Sendable, Equatable, Codable {
     /// An independent generator seeded from this one's next output.
     public mutating func split() -> SplitMix64 { SplitMix64(seed: next()) }
 }
-
-import Foundation
 
 @inline(__always) private func _log(_ x: Double) -> Double { Foundation.log(x) }
 @inline(__always) private func _cos(_ x: Double) -> Double { Foundation.cos(x) }

@@ -38,7 +38,8 @@ public enum ImageTensor {
         let plane = input.width * input.height
         image.pixels.withUnsafeBufferPointer { pixels in
             for channel in 0..<input.channels {
-                let scale = input.scale, bias = input.bias[channel]
+                let scale = input.scale
+                let bias = input.bias[channel]
                 let destination = output + channel * plane
                 for index in 0..<plane {
                     destination[index] = Float(pixels[index * image.channels + channel]) * scale + bias
@@ -52,7 +53,8 @@ public enum ImageTensor {
         _ image: Image, input: InputSpecification, settings: AugmentationSettings, random: inout R,
         to output: UnsafeMutablePointer<Float>
     ) {
-        let width = Double(input.width), height = Double(input.height)
+        let width = Double(input.width)
+        let height = Double(input.height)
         let area = Double.random(in: min(settings.minimumArea, 1)...1, using: &random)
         let logAspect = log(max(settings.maximumAspectChange, 1))
         let aspect = exp(Double.random(in: -logAspect...logAspect, using: &random))
@@ -67,27 +69,44 @@ public enum ImageTensor {
 
         // Output pixel (x, y) -> offset from the crop centre (flipped, scaled), rotated, moved to the
         // crop centre: an affine map source = A * (x, y) + origin, in source pixel coordinates.
-        let cosine = cos(angle), sine = sin(angle)
-        let a = cropWidth * (flip ? -1 : 1) / width, a0 = (0.5 / width - 0.5) * cropWidth * (flip ? -1 : 1)
-        let b = cropHeight / height, b0 = (0.5 / height - 0.5) * cropHeight
-        let xx = cosine * a, xy = -sine * b, originX = cosine * a0 - sine * b0 + centerX - 0.5
-        let yx = sine * a, yy = cosine * b, originY = sine * a0 + cosine * b0 + centerY - 0.5
+        let cosine = cos(angle)
+        let sine = sin(angle)
+        let a = cropWidth * (flip ? -1 : 1) / width
+        let a0 = (0.5 / width - 0.5) * cropWidth * (flip ? -1 : 1)
+        let b = cropHeight / height
+        let b0 = (0.5 / height - 0.5) * cropHeight
+        let xx = cosine * a
+        let xy = -sine * b
+        let originX = cosine * a0 - sine * b0 + centerX - 0.5
+        let yx = sine * a
+        let yy = cosine * b
+        let originY = sine * a0 + cosine * b0 + centerY - 0.5
 
         let plane = input.width * input.height
-        let channels = image.channels, rowStride = image.width * channels
-        let maxX = Float(image.width - 1), maxY = Float(image.height - 1)
+        let channels = image.channels
+        let rowStride = image.width * channels
+        let maxX = Float(image.width - 1)
+        let maxY = Float(image.height - 1)
         image.pixels.withUnsafeBufferPointer { pixels in
             for y in 0..<input.height {
                 for x in 0..<input.width {
                     let sourceX = min(max(Float(originX + xx * Double(x) + xy * Double(y)), 0), maxX)
                     let sourceY = min(max(Float(originY + yx * Double(x) + yy * Double(y)), 0), maxY)
-                    let x0 = Int(sourceX), y0 = Int(sourceY)
-                    let x1 = min(x0 + 1, image.width - 1), y1 = min(y0 + 1, image.height - 1)
-                    let fx = sourceX - Float(x0), fy = sourceY - Float(y0)
-                    let row0 = y0 * rowStride, row1 = y1 * rowStride
+                    let x0 = Int(sourceX)
+                    let y0 = Int(sourceY)
+                    let x1 = min(x0 + 1, image.width - 1)
+                    let y1 = min(y0 + 1, image.height - 1)
+                    let fx = sourceX - Float(x0)
+                    let fy = sourceY - Float(y0)
+                    let row0 = y0 * rowStride
+                    let row1 = y1 * rowStride
                     for channel in 0..<input.channels {
-                        let top = Float(pixels[row0 + x0 * channels + channel]) * (1 - fx) + Float(pixels[row0 + x1 * channels + channel]) * fx
-                        let bottom = Float(pixels[row1 + x0 * channels + channel]) * (1 - fx) + Float(pixels[row1 + x1 * channels + channel]) * fx
+                        let top =
+                            Float(pixels[row0 + x0 * channels + channel]) * (1 - fx) + Float(
+                                pixels[row0 + x1 * channels + channel]) * fx
+                        let bottom =
+                            Float(pixels[row1 + x0 * channels + channel]) * (1 - fx) + Float(
+                                pixels[row1 + x1 * channels + channel]) * fx
                         let value = min(max((top * (1 - fy) + bottom * fy - 128) * contrast + 128 + brightness, 0), 255)
                         output[channel * plane + y * input.width + x] = value * input.scale + input.bias[channel]
                     }

@@ -28,9 +28,15 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case epochs, seed, holdout, width, augmentation
-        case batchSize = "batch_size", inputSize = "input_size", learningRate = "learning_rate"
-        case weightDecay = "weight_decay", warmupEpochs = "warmup_epochs", labelSmoothing = "label_smoothing", margin
-        case gradientClipNorm = "gradient_clip_norm", targetFalseAcceptRate = "target_far"
+        case batchSize = "batch_size"
+        case inputSize = "input_size"
+        case learningRate = "learning_rate"
+        case weightDecay = "weight_decay"
+        case warmupEpochs = "warmup_epochs"
+        case labelSmoothing = "label_smoothing"
+        case margin
+        case gradientClipNorm = "gradient_clip_norm"
+        case targetFalseAcceptRate = "target_far"
     }
 }
 
@@ -48,17 +54,22 @@ public enum FitError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .diverged(let epoch, let batch, let loss):
-            "training diverged: the loss became \(loss) at epoch \(epoch), batch \(batch); no bundle was written. HINT: lower --learning-rate (the default is 0.003)."
+            "training diverged: the loss became \(loss) at epoch \(epoch), batch \(batch); no bundle was written. "
+                + "HINT: lower --learning-rate (the default is 0.003)."
         case .interrupted(let checkpoint):
-            "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): run the same command with --resume to continue."
+            "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): "
+                + "run the same command with --resume to continue."
         case .noCheckpoint(let path):
-            "--resume: no checkpoint at \(path) for this data and configuration. HINT: run without --resume to start afresh."
+            "--resume: no checkpoint at \(path) for this data and configuration. "
+                + "HINT: run without --resume to start afresh."
         case .checkpointMismatch(let path):
-            "--resume: the checkpoint in \(path) was made for other data or settings. HINT: use the same data and options, or run without --resume."
+            "--resume: the checkpoint in \(path) was made for other data or settings. "
+                + "HINT: use the same data and options, or run without --resume."
         case .checkpointUnreadable(let path, let reason):
             "--resume: the checkpoint \(path) cannot be read (\(reason)). HINT: delete it and run without --resume."
         case .checkpointNotWritable(let path, let reason):
-            "cannot write the checkpoint \(path): \(reason). HINT: check free space and permissions of the models folder."
+            "cannot write the checkpoint \(path): \(reason). "
+                + "HINT: check free space and permissions of the models folder."
         case .tooFewTrainingCrops(let count):
             "only \(count) crops are left for training after the held-out split. HINT: add crops or lower --holdout."
         case .engine(let message):

@@ -38,9 +38,11 @@ public final class FitSession {
         heldOut = split.heldOut
         guard training.count >= 2 else { throw .tooFewTrainingCrops(count: training.count) }
         definition = .referenceSmall(
-            classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3, width: configuration.width)
+            classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
+            width: configuration.width)
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
-        checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(Self.key(dataset: dataset, configuration: configuration).prefix(16)).checkpoint")
+        checkpointURL = checkpointDirectory.appendingPathComponent(
+            "fit-\(Self.key(dataset: dataset, configuration: configuration).prefix(16)).checkpoint")
     }
 
     /// Identifies a fit: the same data and configuration give the same key.
@@ -54,19 +56,23 @@ public final class FitSession {
     var classWeights: [Float] {
         var counts = [Int](repeating: 0, count: dataset.labels.count)
         for sample in training { counts[classIndex[sample.label]!] += 1 }
-        let total = Float(training.count), classes = Float(counts.filter { $0 > 0 }.count)
+        let total = Float(training.count)
+        let classes = Float(counts.filter { $0 > 0 }.count)
         return counts.map { $0 == 0 ? 1 : min(max(total / (classes * Float($0)), 0.2), 5) }
     }
 
     /// Seed of everything random at one position of one epoch, independent of threads and of resuming.
     func seed(epoch: Int, stream: UInt64, index: Int) -> UInt64 {
-        var generator = SplitMix64(seed: configuration.seed ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15) ^ (stream &* 0xBF58_476D_1CE4_E5B9) ^ UInt64(index))
+        var generator = SplitMix64(
+            seed: configuration.seed ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15) ^ (stream &* 0xBF58_476D_1CE4_E5B9)
+                ^ UInt64(index))
         return generator.next()
     }
 
     /// Fills `images` (a [n, 3, H, W] buffer) with the given samples, augmented or not, in parallel.
-    /// Fills `images` (a [n, 3, H, W] buffer) with the given samples, augmented or not, in parallel.
-    func fillBatch(_ samples: [FaceSample], indices: ArraySlice<Int>, epoch: Int, augment: Bool, into images: inout Tensor) {
+    func fillBatch(
+        _ samples: [FaceSample], indices: ArraySlice<Int>, epoch: Int, augment: Bool, into images: inout Tensor
+    ) {
         let input = definition.input
         let plane = input.channels * input.width * input.height
         let order = Array(indices)
@@ -77,7 +83,8 @@ public final class FitSession {
                 let sample = samples[order[position]]
                 if augment {
                     var random = SplitMix64(seed: seed(epoch: epoch, stream: 1, index: order[position]))
-                    ImageTensor.writeAugmented(sample.image, input: input, settings: settings, random: &random, to: base + position * plane)
+                    ImageTensor.writeAugmented(
+                        sample.image, input: input, settings: settings, random: &random, to: base + position * plane)
                 } else {
                     ImageTensor.write(sample.image, input: input, to: base + position * plane)
                 }
@@ -87,7 +94,9 @@ public final class FitSession {
 
     /// Trains; with `resume`, continues from the checkpoint. `shouldStop` is polled between
     /// batches (Ctrl-C): the run then ends with `FitError.interrupted` and the checkpoint kept.
-    public func run(resume: Bool, observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError) -> FitResult {
+    public func run(resume: Bool, observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
+        -> FitResult
+    {
         let key = Self.key(dataset: dataset, configuration: configuration)
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)  // the remainder waits for the next shuffle
@@ -104,9 +113,17 @@ public final class FitSession {
                 try trainer.network.load(Self.weights(checkpoint.tensors, prefix: "weights/", definition: definition))
                 bestWeights = try Self.weights(checkpoint.tensors, prefix: "best/", definition: definition)
                 var slots: [String: Tensor] = [:]
-                for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") { slots[String(name.dropFirst(10))] = tensor }
-                guard let state = checkpoint.header.trainer else { throw FitError.checkpointUnreadable(path: checkpointURL.path, reason: "no trainer state") }
-                try trainer.restore(TrainingState(step: state.step, optimizer: OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots), generators: state.generators))
+                for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") {
+                    slots[String(name.dropFirst(10))] = tensor
+                }
+                guard let state = checkpoint.header.trainer else {
+                    throw FitError.checkpointUnreadable(path: checkpointURL.path, reason: "no trainer state")
+                }
+                try trainer.restore(
+                    TrainingState(
+                        step: state.step,
+                        optimizer: OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots),
+                        generators: state.generators))
             } catch {
                 throw .checkpointUnreadable(path: checkpointURL.path, reason: "\(error)")
             }
@@ -128,7 +145,9 @@ public final class FitSession {
             var order = Array(training.indices)
             var shuffler = SplitMix64(seed: seed(epoch: epoch, stream: 0, index: 0))
             order.shuffle(using: &shuffler)
-            var lossSum = 0.0, correct = 0, seen = 0
+            var lossSum = 0.0
+            var correct = 0
+            var seen = 0
             for batch in 0..<batchCount {
                 if shouldStop() { throw .interrupted(checkpoint: checkpointURL.path) }
                 let indices = order[(batch * batchSize)..<((batch + 1) * batchSize)]
@@ -138,17 +157,22 @@ public final class FitSession {
                 do { step = try trainer.trainStep(images: images, labels: batchLabels) } catch {
                     throw .engine("\(error)")
                 }
-                guard step.loss.isFinite, step.gradientNorm.isFinite else { throw .diverged(epoch: epoch, batch: batch + 1, loss: step.loss) }
+                guard step.loss.isFinite, step.gradientNorm.isFinite else {
+                    throw .diverged(epoch: epoch, batch: batch + 1, loss: step.loss)
+                }
                 learningRate = Double(step.learningRate)
                 lossSum += Double(step.loss) * Double(indices.count)
                 correct += Int((step.accuracy * Float(indices.count)).rounded())
                 seen += indices.count
                 let elapsed = Date().timeIntervalSince(started)
-                observer?.batchFinished(epoch: epoch, batch: batch + 1, batches: batchCount, imagesPerSecond: Double(seen) / max(elapsed, 1e-9), loss: lossSum / Double(seen))
+                observer?.batchFinished(
+                    epoch: epoch, batch: batch + 1, batches: batchCount,
+                    imagesPerSecond: Double(seen) / max(elapsed, 1e-9), loss: lossSum / Double(seen))
             }
             let (heldOutLoss, heldOutAccuracy) = evaluateHeldOut(trainer: &trainer)
             let record = EpochRecord(
-                epoch: epoch, trainLoss: lossSum / Double(max(seen, 1)), trainAccuracy: Double(correct) / Double(max(seen, 1)),
+                epoch: epoch, trainLoss: lossSum / Double(max(seen, 1)),
+                trainAccuracy: Double(correct) / Double(max(seen, 1)),
                 heldOutLoss: heldOutLoss, heldOutAccuracy: heldOutAccuracy,
                 learningRate: learningRate, seconds: Date().timeIntervalSince(started))
             history.append(record)
@@ -161,23 +185,34 @@ public final class FitSession {
             let state = trainer.state
             var tensors: [String: Tensor] = [:]
             for (name, tensor) in state.optimizer.slots { tensors["optimizer/" + name] = tensor }
-            for layer in trainer.network.weights { for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor } }
-            for layer in bestWeights { for named in layer.tensors { tensors["best/\(layer.name).\(named.name)"] = named.tensor } }
-            let trainerState = Checkpoint.TrainerState(step: state.step, optimizerKind: state.optimizer.kind, optimizerStep: state.optimizer.step, generators: state.generators)
+            for layer in trainer.network.weights {
+                for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor }
+            }
+            for layer in bestWeights {
+                for named in layer.tensors { tensors["best/\(layer.name).\(named.name)"] = named.tensor }
+            }
+            let trainerState = Checkpoint.TrainerState(
+                step: state.step, optimizerKind: state.optimizer.kind, optimizerStep: state.optimizer.step,
+                generators: state.generators)
             try Checkpoint(
-                header: .init(key: key, epochsDone: epoch, history: history, bestEpoch: bestEpoch, bestHeldOutLoss: bestLoss, trainer: trainerState, tensors: []),
+                header: .init(
+                    key: key, epochsDone: epoch, history: history, bestEpoch: bestEpoch, bestHeldOutLoss: bestLoss,
+                    trainer: trainerState, tensors: []),
                 tensors: tensors
             ).write(to: checkpointURL)
             observer?.epochFinished(record, isBest: isBest)
         }
-        return FitResult(model: TrainedModel(definition: definition, weights: bestWeights), history: history, bestEpoch: bestEpoch, training: training, heldOut: heldOut)
+        return FitResult(
+            model: TrainedModel(definition: definition, weights: bestWeights), history: history, bestEpoch: bestEpoch,
+            training: training, heldOut: heldOut)
     }
 
     /// Mean cross-entropy (no smoothing, no weights) and accuracy of the held-out crops.
     private func evaluateHeldOut(trainer: inout Trainer) -> (loss: Double, accuracy: Double) {
         guard !heldOut.isEmpty else { return (0, 0) }
         let probabilities = Inference.probabilities(of: heldOut, with: &trainer.network, definition: definition)
-        var loss = 0.0, correct = 0
+        var loss = 0.0
+        var correct = 0
         for (sample, row) in zip(heldOut, probabilities) {
             let target = classIndex[sample.label]!
             loss -= log(max(Double(row[target]), 1e-12))
@@ -194,7 +229,9 @@ public final class FitSession {
             return Trainer(
                 network: network, optimizer: AdamW(weightDecay: Float(configuration.weightDecay)),
                 learningRate: Float(configuration.learningRate),
-                schedule: .cosine(warmupSteps: configuration.warmupEpochs * batchCount, totalSteps: configuration.epochs * batchCount, minimumFactor: 0),
+                schedule: .cosine(
+                    warmupSteps: configuration.warmupEpochs * batchCount, totalSteps: configuration.epochs * batchCount,
+                    minimumFactor: 0),
                 loss: SoftmaxCrossEntropy(
                     labelSmoothing: Float(configuration.labelSmoothing), classWeights: classWeights,
                     targetMargin: Float(configuration.margin)),
@@ -205,14 +242,19 @@ public final class FitSession {
     }
 
     /// Layer weights stored under `prefix` in a checkpoint, in the definition's layout.
-    static func weights(_ tensors: [String: Tensor], prefix: String, definition: ModelDefinition) throws -> [LayerWeights] {
+    static func weights(_ tensors: [String: Tensor], prefix: String, definition: ModelDefinition) throws
+        -> [LayerWeights]
+    {
         try zip(definition.layerNames, definition.layers).map { name, layer in
-            LayerWeights(name: name, tensors: try layer.parameterShapes.map { parameter in
-                guard let tensor = tensors["\(prefix)\(name).\(parameter.name)"], tensor.shape == parameter.shape else {
-                    throw FitError.checkpointUnreadable(path: prefix, reason: "missing \(name).\(parameter.name)")
-                }
-                return NamedTensor(name: parameter.name, tensor: tensor)
-            })
+            LayerWeights(
+                name: name,
+                tensors: try layer.parameterShapes.map { parameter in
+                    guard let tensor = tensors["\(prefix)\(name).\(parameter.name)"], tensor.shape == parameter.shape
+                    else {
+                        throw FitError.checkpointUnreadable(path: prefix, reason: "missing \(name).\(parameter.name)")
+                    }
+                    return NamedTensor(name: parameter.name, tensor: tensor)
+                })
         }
     }
 

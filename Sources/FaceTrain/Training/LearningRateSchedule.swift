@@ -15,13 +15,13 @@ public enum LearningRateSchedule: Sendable, Equatable, Codable {
         switch self {
         case .constant:
             return base
-        case let .cosine(warmupSteps, totalSteps, minimumFactor):
+        case .cosine(let warmupSteps, let totalSteps, let minimumFactor):
             if step < warmupSteps { return base * Float(step + 1) / Float(warmupSteps) }
             let span = max(1, totalSteps - warmupSteps)
             let progress = min(1, Double(step - warmupSteps) / Double(span))
             let factor = Double(minimumFactor) + (1 - Double(minimumFactor)) * 0.5 * (1 + cos(Double.pi * progress))
             return base * Float(factor)
-        case let .step(every, factor):
+        case .step(let every, let factor):
             return base * Float(pow(Double(factor), Double(step / max(1, every))))
         }
     }

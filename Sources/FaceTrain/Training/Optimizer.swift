@@ -65,10 +65,10 @@ public enum TrainingError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case let .stateMismatch(reason):
+        case .stateMismatch(let reason):
             "Training state does not fit: \(reason).\n"
                 + "HINT: resume with the optimizer and model the checkpoint was written with, or start afresh."
-        case let .badBatch(reason):
+        case .badBatch(let reason):
             "Bad training batch: \(reason).\nHINT: this is a bug in the code that builds batches; please report it."
         }
     }

@@ -7,18 +7,24 @@ struct Fit: Command {
     static let abstract = "Train a face classifier from per-user folders and write a versioned bundle."
     static var options: [OptionSpec] {
         [
-            .required("data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
+            .required(
+                "data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
             .option("out", "dir", "Models folder the bundle version is written into.", default: "models"),
             .option("epochs", "n", "Passes over the training crops.", default: "60"),
             .option("batch-size", "n", "Crops per training step.", default: "32"),
             .option("seed", "n", "Seed of everything random; the same seed gives the same model.", default: "1"),
             .option("input-size", "px", "Side of the square network input.", default: "64"),
-            .option("holdout", "share", "Share of each class held out for model selection and evaluation.", default: "0.2"),
+            .option(
+                "holdout", "share", "Share of each class held out for model selection and evaluation.", default: "0.2"),
             .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
             .option("width", "n", "Channels of the first block (16 gives ref-small).", default: "16"),
-            .option("target-far", "rate", "Unknown-person false accept rate the accept threshold is chosen for.", default: "0.05"),
+            .option(
+                "target-far", "rate", "Unknown-person false accept rate the accept threshold is chosen for.",
+                default: "0.05"),
             .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
-            .option("margin", "m", "Additive margin on the true class's logit while training (0 = plain cross-entropy).", default: "2"),
+            .option(
+                "margin", "m", "Additive margin on the true class's logit while training (0 = plain cross-entropy).",
+                default: "2"),
             .flag("skip-bad", "Train without unreadable images, naming each one."),
             .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event (for CI logs)."),
@@ -48,13 +54,18 @@ struct Fit: Command {
         configuration.margin = try arguments.required("margin")
         guard configuration.margin >= 0 else { throw UsageError(message: "--margin must be 0 or positive") }
         guard configuration.epochs >= 1 else { throw UsageError(message: "--epochs must be at least 1") }
-        guard configuration.batchSize >= 2 else { throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)") }
-        guard configuration.inputSize >= 32, configuration.inputSize % 8 == 0 else { throw UsageError(message: "--input-size must be a multiple of 8, at least 32") }
+        guard configuration.batchSize >= 2 else {
+            throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)")
+        }
+        guard configuration.inputSize >= 32, configuration.inputSize % 8 == 0 else {
+            throw UsageError(message: "--input-size must be a multiple of 8, at least 32")
+        }
         guard (0..<1).contains(configuration.holdout) else { throw UsageError(message: "--holdout must be in 0..<1") }
         guard configuration.learningRate > 0 else { throw UsageError(message: "--learning-rate must be positive") }
         guard configuration.width >= 1 else { throw UsageError(message: "--width must be at least 1") }
         self.configuration = configuration
-        var loadOptions = DataLoadOptions(inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3)
+        var loadOptions = DataLoadOptions(
+            inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3)
         loadOptions.minimumImages = try arguments.required("min-images")
         loadOptions.skipBad = arguments.flag("skip-bad")
         self.loadOptions = loadOptions
@@ -68,25 +79,34 @@ struct Fit: Command {
         let dataset = try FaceDataset.load(from: data, options: loadOptions)
         for warning in dataset.report.warnings { printError("warning: \(warning)") }
         progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")
-        let session = try FitSession(dataset: dataset, configuration: configuration, checkpointDirectory: out.appendingPathComponent(".checkpoints"))
+        let session = try FitSession(
+            dataset: dataset, configuration: configuration,
+            checkpointDirectory: out.appendingPathComponent(".checkpoints"))
         let result = try session.run(resume: resume, observer: progress) { interruptRequested }
         let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
         let evaluation = try ModelEvaluation.evaluate(
             result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
         if interruptRequested { throw FitError.interrupted(checkpoint: session.checkpointURL.path) }
-        let bundle = try BundleWriter.write(fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
+        let bundle = try BundleWriter.write(
+            fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
         session.removeCheckpoint()
         let metrics = evaluation.metrics
         if json {
-            progress.event("bundle", [
-                "path": bundle.path, "best_epoch": result.bestEpoch, "threshold": metrics.threshold,
-                "user_accuracy": metrics.userAccuracy, "unknown_far": metrics.unknownFalseAcceptRate, "nonface_far": metrics.nonfaceFalseAcceptRate,
-            ])
+            progress.event(
+                "bundle",
+                [
+                    "path": bundle.path, "best_epoch": result.bestEpoch, "threshold": metrics.threshold,
+                    "user_accuracy": metrics.userAccuracy, "unknown_far": metrics.unknownFalseAcceptRate,
+                    "nonface_far": metrics.nonfaceFalseAcceptRate,
+                ])
         } else {
-            progress.say(String(
-                format: "held-out (best epoch %d, threshold %.2f): user_accuracy %.3f  unknown_far %.3f  nonface_far %.3f  (no threshold: %.3f / %.3f)",
-                result.bestEpoch, metrics.threshold, metrics.userAccuracy, metrics.unknownFalseAcceptRate, metrics.nonfaceFalseAcceptRate,
-                metrics.unthresholded["user_accuracy"] ?? 0, metrics.unthresholded["unknown_far"] ?? 0))
+            progress.say(
+                String(
+                    format: "held-out (best epoch %d, threshold %.2f): user_accuracy %.3f  unknown_far %.3f  "
+                        + "nonface_far %.3f  (no threshold: %.3f / %.3f)",
+                    result.bestEpoch, metrics.threshold, metrics.userAccuracy, metrics.unknownFalseAcceptRate,
+                    metrics.nonfaceFalseAcceptRate,
+                    metrics.unthresholded["user_accuracy"] ?? 0, metrics.unthresholded["unknown_far"] ?? 0))
             print(bundle.path)
         }
         return .success

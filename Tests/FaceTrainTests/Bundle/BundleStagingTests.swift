@@ -1,5 +1,5 @@
-import Foundation
 import FaceTrainTestSupport
+import Foundation
 import Testing
 
 @testable import FaceTrain

@@ -1,5 +1,5 @@
-import Foundation
 import FaceTrainTestSupport
+import Foundation
 import Testing
 
 @testable import FaceTrain
@@ -142,8 +142,9 @@ struct VerificationTests {
             version: staging.version, definition: model.definition, users: BundleFixture.users([17, 23]),
             training: [:], seed: 1, dataFingerprint: "x", gitCommit: nil)
         let stale = String(repeating: "ab", count: 32)
-        try staging.write(BundleFixture.coreML(labels: model.definition.classLabels, manifestSHA256: stale),
-                          named: "FaceClassifier.mlmodel")
+        try staging.write(
+            BundleFixture.coreML(labels: model.definition.classLabels, manifestSHA256: stale),
+            named: "FaceClassifier.mlmodel")
         #expect {
             try staging.publishVersion(manifest: manifest)
         } throws: { error in

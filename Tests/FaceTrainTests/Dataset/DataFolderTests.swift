@@ -60,10 +60,11 @@ struct DataFolderTests {
         try folder.write("users.json", Data(#"[{"id": 1, "name": "First user"}]"#.utf8))
         let report = FaceDataset.check(folder.root, options: options)
         let kinds = report.problems.map(\.kind).sorted()
-        #expect(kinds == [
-            "duplicate_across_users", "empty_user", "folder_not_an_id", "reserved_id_in_metadata", "too_few_images",
-            "unreadable_image", "unreadable_image",
-        ])
+        #expect(
+            kinds == [
+                "duplicate_across_users", "empty_user", "folder_not_an_id", "reserved_id_in_metadata", "too_few_images",
+                "unreadable_image", "unreadable_image",
+            ])
         #expect(report.problems.first { $0.kind == "too_few_images" }?.path.hasSuffix("/6") == true)
         #expect(report.problems.first { $0.kind == "reserved_id_in_metadata" }?.message.contains("database") == true)
         let duplicateMessage = try #require(report.problems.first { $0.kind == "duplicate_across_users" }?.message)

@@ -34,7 +34,8 @@ struct GradientCheck {
 
         var numericInput = [Double](repeating: 0, count: input.count)
         for index in 0..<input.count {
-            var plus = input, minus = input
+            var plus = input
+            var minus = input
             plus.scalars[index] += step
             minus.scalars[index] -= step
             numericInput[index] = (loss(layer, plus) - loss(layer, minus)) / Double(2 * step)
@@ -62,7 +63,9 @@ struct GradientCheck {
     }
 
     static func relativeError(_ analytic: [Float], _ numeric: [Double]) -> Double {
-        var difference: Double = 0, a: Double = 0, n: Double = 0
+        var difference: Double = 0
+        var a: Double = 0
+        var n: Double = 0
         for (x, y) in zip(analytic, numeric) {
             difference += (Double(x) - y) * (Double(x) - y)
             a += Double(x) * Double(x)

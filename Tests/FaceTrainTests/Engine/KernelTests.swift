@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FaceTrain
 
 @Suite struct KernelTests {
@@ -71,13 +72,15 @@ import Testing
     @Test(arguments: [(false, false), (true, false), (false, true), (true, true)])
     func gemmMatchesNaiveProduct(_ transposes: (Bool, Bool)) {
         let (m, n, k) = (5, 7, 3)
-        let a = TestData.normal([m * k], seed: 3).scalars, b = TestData.normal([k * n], seed: 4).scalars
+        let a = TestData.normal([m * k], seed: 3).scalars
+        let b = TestData.normal([k * n], seed: 4).scalars
         var c = [Float](repeating: 1, count: m * n)
         a.withUnsafeBufferPointer { a in
             b.withUnsafeBufferPointer { b in
                 c.withUnsafeMutableBufferPointer {
-                    gemm(transposeA: transposes.0, transposeB: transposes.1, m: m, n: n, k: k, alpha: 2,
-                         a: a.baseAddress!, b: b.baseAddress!, beta: 0.5, c: $0.baseAddress!)
+                    gemm(
+                        transposeA: transposes.0, transposeB: transposes.1, m: m, n: n, k: k, alpha: 2,
+                        a: a.baseAddress!, b: b.baseAddress!, beta: 0.5, c: $0.baseAddress!)
                 }
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import FaceTrain
 
 /// Every layer: gradient check against finite differences, and one case worked out by hand.
@@ -40,7 +41,8 @@ import Testing
         // [N, C] input (the embedding's batch norm) is the same layer with H·W = 1.
         #expect(GradientCheck(norm, input: TestData.normal([6, 3], seed: 6, standardDeviation: 2)).worst < 1e-2)
         let flat = TestData.normal([4, 3], seed: 7)
-        var asImages = norm, asVectors = norm
+        var asImages = norm
+        var asVectors = norm
         let images = asImages.forward(Tensor(shape: [4, 3, 1, 1], scalars: flat.scalars), mode: .training)
         let vectors = asVectors.forward(flat, mode: .training)
         #expect(vectors.shape == [4, 3] && vectors.scalars == images.scalars)

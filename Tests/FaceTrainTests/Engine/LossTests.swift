@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import FaceTrain
 
 @Suite struct LossTests {
@@ -44,11 +45,14 @@ import Testing
         // Gradient against central differences of the double-precision loss (error O(h²) ≈ 1e-10).
         let h = 1e-5
         for index in 0..<z.count {
-            var plus = z, minus = z
+            var plus = z
+            var minus = z
             plus[index] += h
             minus[index] -= h
-            let numeric = (Self.directLoss(plus, classes: classes, labels: labels, smoothing: smoothing, weights: w)
-                - Self.directLoss(minus, classes: classes, labels: labels, smoothing: smoothing, weights: w)) / (2 * h)
+            let numeric =
+                (Self.directLoss(plus, classes: classes, labels: labels, smoothing: smoothing, weights: w)
+                    - Self.directLoss(minus, classes: classes, labels: labels, smoothing: smoothing, weights: w))
+                / (2 * h)
             #expect(abs(Double(gradient.scalars[index]) - numeric) < 1e-5)
         }
     }
@@ -78,7 +82,8 @@ import Testing
             Double(value) > Self.directLoss(z, classes: classes, labels: labels, smoothing: 0.1, weights: [1, 1, 1, 1]))
         let h = 1e-5
         for index in 0..<z.count {
-            var plus = z, minus = z
+            var plus = z
+            var minus = z
             plus[index] += h
             minus[index] -= h
             #expect(

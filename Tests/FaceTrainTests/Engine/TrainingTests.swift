@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import FaceTrain
 
 @Suite struct TrainingTests {
@@ -158,7 +159,10 @@ import Testing
     }
 
     @Test func gradientClippingBoundsTheUpdate() throws {
-        let (images, labels) = { var g = SplitMix64(seed: 3); return Self.batch(8, using: &g) }()
+        let (images, labels) = {
+            var g = SplitMix64(seed: 3)
+            return Self.batch(8, using: &g)
+        }()
         var trainer = Trainer(
             network: try Network(definition: TestData.tinyDefinition(), seed: 2),
             optimizer: SGD(momentum: 0, weightDecay: 0), learningRate: 1, maximumGradientNorm: 1e-3)

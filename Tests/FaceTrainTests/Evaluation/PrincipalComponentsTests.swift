@@ -8,7 +8,8 @@ struct PrincipalComponentsTests {
         // Points spread along (1, 1, 0) with a little spread along (1, -1, 0) and none along z.
         var data: [Float] = []
         for step in -5...5 {
-            let t = Float(step), s: Float = step % 2 == 0 ? 0.1 : -0.1
+            let t = Float(step)
+            let s: Float = step % 2 == 0 ? 0.1 : -0.1
             data += [t + s, t - s, 0]
         }
         let result = try #require(PrincipalComponents.project(data, rows: 11, dimension: 3, components: 2))

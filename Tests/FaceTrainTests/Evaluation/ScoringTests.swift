@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(FoundationXML)
-    import FoundationXML
-#endif
 import Testing
 
 @testable import FaceTrain
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 @Suite("Metrics, threshold sweep and report")
 struct ScoringTests {
@@ -90,7 +91,9 @@ struct ScoringTests {
         let plateau = (0...100).map { point(Double($0) / 100) }
         #expect(Scoring.chooseThreshold(plateau, targetFalseAcceptRate: 0.05) == 0.63)
         // An odd number of grid steps has no single middle: the lower of the two is taken.
-        #expect(Scoring.chooseThreshold(plateau.filter { $0.threshold <= 0.75 || $0.threshold > 0.76 }, targetFalseAcceptRate: 0.05) == 0.62)
+        #expect(
+            Scoring.chooseThreshold(
+                plateau.filter { $0.threshold <= 0.75 || $0.threshold > 0.76 }, targetFalseAcceptRate: 0.05) == 0.62)
         // No plateau: the lowest admissible threshold already has the most accuracy.
         let steep = (0...100).map { step -> ThresholdPoint in
             let threshold = Double(step) / 100
