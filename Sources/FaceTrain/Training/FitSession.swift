@@ -41,14 +41,16 @@ public final class FitSession {
             classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
             width: configuration.width)
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
-        checkpointURL = checkpointDirectory.appendingPathComponent(
-            "fit-\(Self.key(dataset: dataset, configuration: configuration).prefix(16)).checkpoint")
+        let key = Self.key(dataset: dataset, configuration: configuration, definition: definition)
+        checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(key.prefix(16)).checkpoint")
     }
 
-    /// Identifies a fit: the same data and configuration give the same key.
-    static func key(dataset: FaceDataset, configuration: FitConfiguration) -> String {
+    /// Identifies a fit: the same data, configuration and architecture give the same key (so a
+    /// checkpoint of an older facetrain whose ref-small differs is not resumed into this one).
+    static func key(dataset: FaceDataset, configuration: FitConfiguration, definition: ModelDefinition) -> String {
         let settings = (try? JSONText.data(configuration, pretty: false)) ?? Data()
-        return contentHash(Data(dataset.fingerprint.utf8) + settings)
+        let architecture = (try? JSONText.data(definition, pretty: false)) ?? Data()
+        return contentHash(Data(dataset.fingerprint.utf8) + settings + architecture)
     }
 
     /// Loss weight per class: inverse frequency in the training split, normalised to mean 1 over
@@ -97,7 +99,7 @@ public final class FitSession {
     public func run(resume: Bool, observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> FitResult
     {
-        let key = Self.key(dataset: dataset, configuration: configuration)
+        let key = Self.key(dataset: dataset, configuration: configuration, definition: definition)
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)  // the remainder waits for the next shuffle
         var trainer = try makeTrainer(batchCount: batchCount)

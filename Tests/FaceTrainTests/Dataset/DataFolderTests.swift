@@ -23,6 +23,24 @@ struct DataFolderTests {
         #expect(dataset.report.warnings.contains { $0.kind == "missing_metadata" && $0.path.hasSuffix("/2000") })
     }
 
+    @Test func checkpointKeyFollowsDataSettingsAndArchitecture() throws {
+        let folder = try TemporaryDataFolder.valid()
+        let dataset = try FaceDataset.load(from: folder.root, options: options)
+        let configuration = FitConfiguration()
+        let labels = dataset.labels.map(String.init)
+        let definition = ModelDefinition.referenceSmall(classLabels: labels, inputSize: 24)
+        let key = FitSession.key(dataset: dataset, configuration: configuration, definition: definition)
+        #expect(key == FitSession.key(dataset: dataset, configuration: configuration, definition: definition))
+        var otherSettings = configuration
+        otherSettings.seed = 2
+        #expect(key != FitSession.key(dataset: dataset, configuration: otherSettings, definition: definition))
+        // An older ref-small (no batch norm on the embedding) must not resume into this one.
+        var older = definition
+        let neck = try #require(definition.layers.firstIndex(of: .globalAveragePool)) + 1
+        #expect(older.layers.remove(at: neck) == .batchNorm2D(channels: 128, epsilon: 1e-5, momentum: 0.1))
+        #expect(key != FitSession.key(dataset: dataset, configuration: configuration, definition: older))
+    }
+
     @Test func ignoresHiddenFilesAndReportsOtherFiles() throws {
         let folder = try TemporaryDataFolder.valid()
         try folder.write(".DS_Store", Data([0, 1, 2]))
