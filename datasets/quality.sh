@@ -11,6 +11,11 @@ BIN=${BIN:-.build/release/facetrain}
 PROTOCOLS=${PROTOCOLS:-orl cs131}
 SEEDS=${SEEDS:-1 2 3}
 [ -d "$SHARED/eval" ] || { echo "quality: $SHARED/eval not found (set SHARED=path/to/shared)" >&2; exit 1; }
+[ -n "${SEEDS// /}" ] || { echo "quality: SEEDS is empty (e.g. SEEDS=\"1 2 3\")" >&2; exit 1; }
+case " ${FIT_ARGS:-} " in
+  *" --seed"* | *" --out"* | *" --data"*)
+    echo "quality: FIT_ARGS must not set --seed, --out or --data (use SEEDS and OUT)" >&2; exit 1 ;;
+esac
 python3 -c "import skimage, PIL, numpy" 2>/dev/null || python3 -m pip install -q scikit-image pillow numpy
 
 mkdir -p "$OUT"
@@ -39,7 +44,7 @@ for protocol in $PROTOCOLS; do
 done
 
 python3 - "$OUT" "$PROTOCOLS" "$SEEDS" <<'PY'
-import csv, glob, json, os, statistics, sys
+import csv, json, os, statistics, sys
 out, protocols, seeds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 baselines = {
     "orl": [("LBPH", .967, .780, .030), ("Eigenfaces+SVM", .911, .120, .010), ("PyTorch same CNN", 1.0, .620, .010),
@@ -55,6 +60,8 @@ def best_on_test(path, far_cap=0.10):
     def is_user(label): return label not in ("1", "2")
     users = [r for r in rows if is_user(r["true_label"])]
     strangers = [r for r in rows if r["true_label"] == "2"]
+    if not users or not strangers:
+        return float("nan")
     best = 0.0
     for t in sorted({float(r["confidence"]) for r in rows} | {2.0}):
         accepted = lambda r: is_user(r["predicted_label"]) and float(r["confidence"]) >= t

@@ -1,4 +1,4 @@
-/// Batch normalisation over the channels of NCHW input.
+/// Batch normalisation over the channels of NCHW (or NC) input.
 ///
 /// Training: y = γ·(x - μ_B)/√(σ²_B + ε) + β with the batch's biased mean and variance over
 /// N·H·W, and running = (1 - momentum)·running + momentum·batch (unbiased variance, as PyTorch).
@@ -72,6 +72,9 @@ public struct BatchNorm2D: Layer {
         var statisticsMean = runningMean.value.scalars
         var variance = runningVariance.value.scalars
         if mode == .training {
+            // One value per channel has no variance: the output would be β and the running variance 0.
+            precondition(
+                batch * pixels > 1, "BatchNorm2D needs more than one value per channel to train, got \(input.shape)")
             self.input = input
             // Two passes per channel in double: mean, then squared deviations from it.
             var means = [Double](repeating: 0, count: channels)

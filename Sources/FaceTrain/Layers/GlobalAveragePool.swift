@@ -1,7 +1,7 @@
 /// Mean over the spatial positions of each channel: [N, C, H, W] → [N, C].
 ///
-/// In ref-small its output is the 128-d face embedding. (ONNX's GlobalAveragePool keeps [N, C, 1, 1];
-/// the exporters add the flatten.)
+/// In ref-small its output, batch-normalised, is the 128-d face embedding. (ONNX's GlobalAveragePool
+/// keeps [N, C, 1, 1]; the exporters add the flatten.)
 public struct GlobalAveragePool: Layer {
     private var inputShape: [Int] = []
 

@@ -60,8 +60,8 @@ public enum FitError: Error, CustomStringConvertible {
             "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): "
                 + "run the same command with --resume to continue."
         case .noCheckpoint(let path):
-            "--resume: no checkpoint at \(path) for this data and configuration. "
-                + "HINT: run without --resume to start afresh."
+            "--resume: no checkpoint at \(path) for this data and configuration (or it was made by an older "
+                + "facetrain). HINT: run without --resume to start afresh."
         case .checkpointMismatch(let path):
             "--resume: the checkpoint in \(path) was made for other data or settings. "
                 + "HINT: use the same data and options, or run without --resume."

@@ -25,6 +25,8 @@ public final class FitSession {
     public let definition: ModelDefinition
     public let training: [FaceSample]
     public let heldOut: [FaceSample]
+    /// Identifies this fit's data, configuration and architecture (see `key(dataset:configuration:definition:)`).
+    let key: String
     /// Where the checkpoint of this data and configuration lives.
     public let checkpointURL: URL
     /// Class index of each label.
@@ -41,7 +43,7 @@ public final class FitSession {
             classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
             width: configuration.width)
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
-        let key = Self.key(dataset: dataset, configuration: configuration, definition: definition)
+        key = Self.key(dataset: dataset, configuration: configuration, definition: definition)
         checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(key.prefix(16)).checkpoint")
     }
 
@@ -99,7 +101,6 @@ public final class FitSession {
     public func run(resume: Bool, observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> FitResult
     {
-        let key = Self.key(dataset: dataset, configuration: configuration, definition: definition)
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)  // the remainder waits for the next shuffle
         var trainer = try makeTrainer(batchCount: batchCount)

@@ -13,7 +13,7 @@ public enum Inference {
         }
     }
 
-    /// The face embedding (global average pool output) per sample.
+    /// The face embedding (`Network.embeddings`: the input of the L2 normalisation) per sample.
     public static func embeddings(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition)
         -> [[Float]]
     {

@@ -28,8 +28,11 @@ struct Bench: Command {
         configuration.inferenceBatchSize = try arguments.required("inference-batch-size")
         configuration.latencySeconds = try arguments.required("latency-seconds")
         configuration.peakGFLOPS = try arguments.value("peak-gflops")
-        guard configuration.batchSize >= 1, configuration.steps >= 1, configuration.inferenceBatchSize >= 1 else {
-            throw UsageError(message: "--batch-size, --steps and --inference-batch-size must be at least 1")
+        guard configuration.batchSize >= 2 else {
+            throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)")
+        }
+        guard configuration.steps >= 1, configuration.inferenceBatchSize >= 1 else {
+            throw UsageError(message: "--steps and --inference-batch-size must be at least 1")
         }
         guard configuration.latencySeconds >= 0 else {
             throw UsageError(message: "--latency-seconds must not be negative")

@@ -92,8 +92,9 @@ enum TestData {
         return Tensor(shape: shape, scalars: values)
     }
 
-    /// A tiny ref-small-like definition: every fused block kind and a dropout.
-    static func tinyDefinition(classes: Int = 3, dropout: Float = 0) -> ModelDefinition {
+    /// A tiny ref-small-like definition: every fused block kind and a dropout; with `neck`, the
+    /// embedding's batch norm and L2 normalisation before the classifier, as in ref-small.
+    static func tinyDefinition(classes: Int = 3, dropout: Float = 0, neck: Bool = false) -> ModelDefinition {
         var layers: [LayerSpecification] = [
             .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1),
             .batchNorm2D(channels: 4, epsilon: 1e-5, momentum: 0.1),
@@ -108,6 +109,7 @@ enum TestData {
             .globalAveragePool,
         ]
         if dropout > 0 { layers.append(.dropout(rate: dropout)) }
+        if neck { layers += [.batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1), .l2Normalize(scale: 4)] }
         layers.append(.linear(inputFeatures: 8, outputFeatures: classes))
         return ModelDefinition(
             input: InputSpecification(width: 8, height: 8, channels: 3), layers: layers,
