@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: facetrain's training/inference benchmark, and PyTorch's reference on the same network
-# (PyTorch's has no batch norm on the embedding: 512 of 92 million FLOP per image).
-# in the same run when torch is importable (pip install torch), interleaved, with the ratios.
+# in the same run when torch is importable (pip install torch), interleaved, with the ratios. (The
+# reference lacks only the embedding's batch norm, a few hundred of ~92 million FLOP per image.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.build/release/facetrain}
