@@ -2,7 +2,7 @@ import Foundation
 
 /// Everything that decides how `fit` trains, with defaults meant to work from ~25 crops a person.
 public struct FitConfiguration: Codable, Sendable, Equatable {
-    public var epochs = 60
+    public var epochs = 90
     public var batchSize = 32
     public var seed: UInt64 = 1
     public var inputSize = 64

@@ -10,7 +10,7 @@ struct Fit: Command {
             .required(
                 "data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
             .option("out", "dir", "Models folder the bundle version is written into.", default: "models"),
-            .option("epochs", "n", "Passes over the training crops.", default: "60"),
+            .option("epochs", "n", "Passes over the training crops.", default: "90"),
             .option("batch-size", "n", "Crops per training step.", default: "32"),
             .option("seed", "n", "Seed of everything random; the same seed gives the same model.", default: "1"),
             .option("input-size", "px", "Side of the square network input.", default: "64"),
