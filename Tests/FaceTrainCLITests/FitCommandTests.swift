@@ -166,6 +166,18 @@ struct FitCommandTests {
         #expect(checkpoints.contains { $0.hasSuffix(".checkpoint") })
     }
 
+    @Test func holdoutWithoutUserCropsIsRefused() throws {
+        let data = try Self.syntheticData()
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let fit = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--holdout", "0"] + Self.quickFit)
+        #expect(fit.status == 1)
+        #expect(fit.standardError.contains("--holdout 0.0 holds out no crop of any user"))
+        #expect(!fit.standardError.contains("Fatal error"))
+        #expect(Self.versions(in: models).isEmpty)
+    }
+
     @Test func resumeWithoutCheckpointSaysSo() throws {
         let data = try Self.syntheticData()
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }

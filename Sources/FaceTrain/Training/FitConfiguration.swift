@@ -49,6 +49,7 @@ public enum FitError: Error, CustomStringConvertible {
     case checkpointUnreadable(path: String, reason: String)
     case checkpointNotWritable(path: String, reason: String)
     case tooFewTrainingCrops(count: Int)
+    case noHeldOutUsers(holdout: Double)
     case engine(String)
 
     public var description: String {
@@ -70,6 +71,9 @@ public enum FitError: Error, CustomStringConvertible {
         case .checkpointNotWritable(let path, let reason):
             "cannot write the checkpoint \(path): \(reason). "
                 + "HINT: check free space and permissions of the models folder."
+        case .noHeldOutUsers(let holdout):
+            "--holdout \(holdout) holds out no crop of any user, so nothing can choose the best epoch or calibrate "
+                + "the accept threshold; no bundle was written. HINT: use --holdout 0.1 or more (the default is 0.2)."
         case .tooFewTrainingCrops(let count):
             "only \(count) crops are left for training after the held-out split. HINT: add crops or lower --holdout."
         case .engine(let message):

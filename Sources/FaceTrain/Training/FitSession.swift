@@ -39,6 +39,11 @@ public final class FitSession {
         training = split.training
         heldOut = split.heldOut
         guard training.count >= 2 else { throw .tooFewTrainingCrops(count: training.count) }
+        // Users' held-out crops choose the epoch and calibrate the threshold; without any, both would be guesses.
+        let negatives = [NegativeClass.notAFace, NegativeClass.unknownPerson]
+        guard heldOut.contains(where: { !negatives.contains($0.label) }) else {
+            throw .noHeldOutUsers(holdout: configuration.holdout)
+        }
         definition = .referenceSmall(
             classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
             width: configuration.width)
