@@ -240,7 +240,7 @@ public struct Network: Sendable, CustomStringConvertible {
         guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool) else {
             throw NetworkError.noEmbedding
         }
-        let normalizeIndex = definition.layers.lastIndex { if case .l2Normalize = $0 { true } else { false } }
+        let normalizeIndex = definition.layers.lastIndex { $0.kind == "l2normalize" }
         let embeddingLayer = normalizeIndex.map { max($0 - 1, poolIndex) } ?? poolIndex
         guard let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == embeddingLayer }) else {
             throw NetworkError.noEmbedding

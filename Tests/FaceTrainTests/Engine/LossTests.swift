@@ -22,6 +22,18 @@ import Testing
         return total / weightSum
     }
 
+    /// d loss / d zᵢ for every i by central differences of a double-precision loss (step 1e-5).
+    static func centralDifferences(_ z: [Double], _ loss: ([Double]) -> Double) -> [Double] {
+        let h = 1e-5
+        return z.indices.map { index in
+            var plus = z
+            var minus = z
+            plus[index] += h
+            minus[index] -= h
+            return (loss(plus) - loss(minus)) / (2 * h)
+        }
+    }
+
     @Test func byHand() {
         // Two equal logits, label 0: loss ln 2, gradient (p - onehot) = (-0.5, 0.5).
         let (loss, gradient) = SoftmaxCrossEntropy().lossAndGradient(logits: Tensor(zeros: [1, 2]), labels: [0])
@@ -43,16 +55,10 @@ import Testing
         let direct = Self.directLoss(z, classes: classes, labels: labels, smoothing: smoothing, weights: w)
         #expect(abs(Double(value) - direct) < 1e-6 * max(1, direct))
         // Gradient against central differences of the double-precision loss (error O(h²) ≈ 1e-10).
-        let h = 1e-5
-        for index in 0..<z.count {
-            var plus = z
-            var minus = z
-            plus[index] += h
-            minus[index] -= h
-            let numeric =
-                (Self.directLoss(plus, classes: classes, labels: labels, smoothing: smoothing, weights: w)
-                    - Self.directLoss(minus, classes: classes, labels: labels, smoothing: smoothing, weights: w))
-                / (2 * h)
+        let numericGradient = Self.centralDifferences(z) {
+            Self.directLoss($0, classes: classes, labels: labels, smoothing: smoothing, weights: w)
+        }
+        for (index, numeric) in numericGradient.enumerated() {
             #expect(abs(Double(gradient.scalars[index]) - numeric) < 1e-5)
         }
     }
@@ -80,15 +86,8 @@ import Testing
         #expect(abs(Double(value) - direct(z)) < 1e-6 * max(1, direct(z)))
         #expect(
             Double(value) > Self.directLoss(z, classes: classes, labels: labels, smoothing: 0.1, weights: [1, 1, 1, 1]))
-        let h = 1e-5
-        for index in 0..<z.count {
-            var plus = z
-            var minus = z
-            plus[index] += h
-            minus[index] -= h
-            #expect(
-                abs(Double(gradient.scalars[index]) - (direct(plus) - direct(minus)) / (2 * h)) < 1e-5,
-                "logit \(index)")
+        for (index, numeric) in Self.centralDifferences(z, direct).enumerated() {
+            #expect(abs(Double(gradient.scalars[index]) - numeric) < 1e-5, "logit \(index)")
         }
     }
 }
