@@ -1,3 +1,4 @@
+import FaceTrainTestSupport
 import Foundation
 
 /// Runs the built `facetrain` binary (it sits next to the test bundle in .build/<config>/).
@@ -35,32 +36,13 @@ enum CLIRunner {
         try runProgram(binary.path, arguments, environment: extra, in: directory)
     }
 
-    /// Runs any program to completion, capturing both streams through files (no pipe deadlock).
+    /// Runs any program to completion with the test environment (see `ProcessRunner`).
     static func runProgram(
         _ path: String, _ arguments: [String], environment extra: [String: String] = [:],
         in directory: URL? = nil
     ) throws -> Result {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "facetrain-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: scratch) }
-        let outURL = scratch.appendingPathComponent("out")
-        let errURL = scratch.appendingPathComponent("err")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.environment = environment(extra)
-        if let directory { process.currentDirectoryURL = directory }
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        try process.run()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus,
-            standardOutput: String(decoding: try Data(contentsOf: outURL), as: UTF8.self),
-            standardError: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+        let result = try ProcessRunner.run(path, arguments, environment: environment(extra), in: directory)
+        return Result(status: result.status, standardOutput: result.standardOutput, standardError: result.standardError)
     }
 
     /// A facetrain process started in the background, its stderr going to a file.

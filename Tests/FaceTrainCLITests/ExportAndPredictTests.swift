@@ -190,7 +190,7 @@ struct ExportAndPredictTests {
             print("SKIPPED predictAgreesWithOnnxRuntimeAndCoreMLOnRealCrops: no \(Self.celebrities.path)")
             return
         }
-        let probe = try PythonRunner.run([
+        let probe = try ProcessRunner.python([
             "-c",
             "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in "
                 + "['numpy', 'onnx', 'onnxruntime', 'coremltools']) else 3)",
@@ -277,7 +277,7 @@ struct ExportAndPredictTests {
         #expect(manifest.facetrainVersion == FaceTrainVersion.string)
         let casesURL = root.appendingPathComponent("cases.json")
         try JSONEncoder().encode(checkFile).write(to: casesURL)
-        let result = try PythonRunner.run([Self.checkScript.path, casesURL.path])
+        let result = try ProcessRunner.python([Self.checkScript.path, casesURL.path])
         let summary = result.output.split(separator: "\n").filter { $0.hasPrefix("cases:") || $0.contains("max ") }
         print(summary.joined(separator: "\n"))
         #expect(result.status == 0, "check_predictions.py failed:\n\(result.output)")
@@ -290,7 +290,7 @@ struct ExportAndPredictTests {
             shuffled.cases[index].probabilities = checkFile.cases[(index + 1) % checkFile.cases.count].probabilities
         }
         try JSONEncoder().encode(shuffled).write(to: casesURL)
-        let control = try PythonRunner.run([Self.checkScript.path, casesURL.path])
+        let control = try ProcessRunner.python([Self.checkScript.path, casesURL.path])
         #expect(control.status == 1, "the checker must reject predictions of other crops:\n\(control.output)")
         #expect(control.output.contains("probabilities differ"))
     }
@@ -420,13 +420,5 @@ enum TestImages {
             bytes.append(UInt8(truncatingIfNeeded: state >> 56))
         }
         return Data(bytes)
-    }
-}
-
-/// Runs python3; output and errors go through one file (no pipe deadlock).
-enum PythonRunner {
-    static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let result = try CLIRunner.runProgram("/usr/bin/env", ["python3"] + arguments)
-        return (result.status, result.standardOutput + result.standardError)
     }
 }

@@ -1,4 +1,5 @@
 import CTurboJPEG
+import FaceTrainTestSupport
 import Foundation
 import Testing
 
@@ -333,21 +334,6 @@ enum PythonChecker {
 
     /// Runs python3 with the arguments; returns the exit status and the combined output.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + arguments
-        let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("check-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: outputFile.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: outputFile)
-        defer {
-            try? handle.close()
-            try? FileManager.default.removeItem(at: outputFile)
-        }
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        process.waitUntilExit()
-        let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-        return (process.terminationStatus, output)
+        try ProcessRunner.python(arguments)
     }
 }
