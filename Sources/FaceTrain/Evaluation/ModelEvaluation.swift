@@ -9,7 +9,8 @@ public struct EvaluationRun: Sendable {
     public var chosenThreshold: Double
     /// Metrics at the threshold in use (the chosen one, or the bundle's).
     public var metrics: EvaluationMetrics
-    /// Embedding rows in sample order.
+    /// Embedding rows in sample order, at unit length when the model compares directions (its
+    /// classifier follows an L2 normalisation), so the report's map shows what the classifier sees.
     public var embeddings: [[Float]]
 }
 
@@ -37,9 +38,18 @@ public enum ModelEvaluation {
         let chosen = Scoring.chooseThreshold(sweep, targetFalseAcceptRate: targetFalseAcceptRate)
         let metrics = Scoring.metrics(
             predictions, rule: DecisionRule(classLabels: labels, threshold: threshold ?? chosen), names: names)
-        let embeddings =
+        var embeddings =
             withEmbeddings ? Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
+        if model.definition.layers.contains(where: { $0.kind == "l2normalize" }) {
+            embeddings = embeddings.map(unitLength)
+        }
         return EvaluationRun(
             predictions: predictions, sweep: sweep, chosenThreshold: chosen, metrics: metrics, embeddings: embeddings)
+    }
+
+    /// `row` scaled to length 1 (a zero row stays zero).
+    static func unitLength(_ row: [Float]) -> [Float] {
+        let length = row.reduce(0) { $0 + $1 * $1 }.squareRoot()
+        return length > 0 ? row.map { $0 / length } : row
     }
 }

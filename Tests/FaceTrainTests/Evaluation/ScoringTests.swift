@@ -1,3 +1,4 @@
+import FaceTrainTestSupport
 import Foundation
 import Testing
 
@@ -150,5 +151,33 @@ struct ScoringTests {
             rest = rest[end.upperBound...]
         }
         #expect(svgs == 6)
+    }
+
+    /// The report's map shows what the classifier compares: for a model that normalises its
+    /// embedding (ref-small), unit-length rows in the direction of the network's embedding.
+    @Test func reportEmbeddingsAreUnitDirections() throws {
+        let model = BundleFixture.model(users: [3, 4])
+        let samples = (0..<5).map { index in
+            var generator = SplitMix64(seed: UInt64(index) + 40)
+            let pixels = (0..<(16 * 16 * 3)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            return FaceSample(
+                path: "crop\(index)", label: [1, 2, 3, 4, 9][index], contentHash: "",
+                image: Image(width: 16, height: 16, channels: 3, pixels: pixels), originalWidth: 16, originalHeight: 16)
+        }
+        let run = try ModelEvaluation.evaluate(
+            model, on: samples, names: [:], targetFalseAcceptRate: 0.05, withEmbeddings: true)
+        var network = try Network(model: model)
+        let raw = Inference.embeddings(of: samples, with: &network, definition: model.definition)
+        #expect(run.embeddings.count == samples.count)
+        for (unit, row) in zip(run.embeddings, raw) {
+            let length = unit.reduce(0) { $0 + $1 * $1 }.squareRoot()
+            #expect(abs(length - 1) < 1e-5)
+            let rowLength = row.reduce(0) { $0 + $1 * $1 }.squareRoot()
+            let cosine = zip(unit, row).reduce(0) { $0 + $1.0 * $1.1 } / rowLength
+            #expect(abs(cosine - 1) < 1e-5)
+        }
+        #expect(
+            try ModelEvaluation.evaluate(model, on: samples, names: [:], targetFalseAcceptRate: 0.05).embeddings
+                .isEmpty)
     }
 }
