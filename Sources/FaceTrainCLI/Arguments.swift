@@ -6,6 +6,13 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
+/// `--target-far` of fit and eval: a share of strangers, so a number in 0...1.
+func validateTargetFalseAcceptRate(_ rate: Double) throws {
+    guard rate.isFinite, (0...1).contains(rate) else {
+        throw UsageError(message: "--target-far must be a share in 0...1 (0.05 = 5 % of strangers accepted)")
+    }
+}
+
 /// One named option (`--batch-size 32`) or flag (`--json`) of a subcommand.
 struct OptionSpec: Sendable {
     let name: String
@@ -70,12 +77,16 @@ struct ParsedArguments {
             if spec.valueName == nil {
                 if inlineValue != nil { throw UsageError(message: "The flag '--\(name)' takes no value") }
                 flags.insert(name)
-            } else if let value = inlineValue {
-                values[name] = value
             } else {
-                guard index < arguments.count else { throw UsageError(message: "Missing value for '\(spec.label)'") }
-                values[name] = arguments[index]
-                index += 1
+                guard let value = inlineValue ?? (index < arguments.count ? arguments[index] : nil) else {
+                    throw UsageError(message: "Missing value for '\(spec.label)'")
+                }
+                if inlineValue == nil { index += 1 }
+                // An empty path would silently mean the current folder.
+                guard !value.trimmingCharacters(in: .whitespaces).isEmpty else {
+                    throw UsageError(message: "The value of '\(spec.label)' is empty")
+                }
+                values[name] = value
             }
         }
     }

@@ -31,6 +31,29 @@ struct CommandLineTests {
         #expect(output.standardError.contains("Usage: facetrain data check"))
     }
 
+    /// Values far outside anything sensible fail at once, naming the option, instead of as a huge
+    /// allocation, an endless run or a confusing error after training.
+    @Test(arguments: [
+        (["--input-size", "100000"], "--input-size"), (["--width", "10000"], "--width"),
+        (["--width", "9223372036854775807"], "--width"), (["--epochs", "1000000000000"], "--epochs"),
+        (["--batch-size", "100000"], "--batch-size"), (["--learning-rate", "inf"], "--learning-rate"),
+        (["--target-far", "nan"], "--target-far"), (["--target-far", "2"], "--target-far"),
+        (["--margin", "inf"], "--margin"), (["--min-images", "0"], "--min-images"), (["--out", ""], "--out"),
+        (["--out="], "--out"),
+    ])
+    func outOfRangeFitOptionsAreUsageErrors(options: [String], option: String) throws {
+        let output = try CLIRunner.run(["fit", "--data", "/nonexistent"] + options)
+        #expect(output.status == 64, "\(output.standardError)")
+        #expect(output.standardError.contains(option))
+        #expect(!output.standardError.contains("Fatal error"))
+    }
+
+    @Test func evalRefusesATargetThatIsNotAShare() throws {
+        let output = try CLIRunner.run(["eval", "--model", "1", "--target-far", "nan"])
+        #expect(output.status == 64)
+        #expect(output.standardError.contains("--target-far must be a share in 0...1"))
+    }
+
     @Test func helpListsSubcommands() throws {
         let output = try CLIRunner.run(["--help"])
         #expect(output.status == 0)
@@ -49,6 +72,6 @@ struct CommandLineTests {
         let report = try #require(
             try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
         let kinds = (report["problems"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }.sorted()
-        #expect(kinds == ["folder_not_an_id", "missing_negative_class", "missing_negative_class"])
+        #expect(kinds == ["folder_not_an_id", "missing_negative_class", "missing_negative_class", "no_users"])
     }
 }

@@ -1,3 +1,4 @@
+import FaceTrain
 import Foundation
 import Testing
 
@@ -188,5 +189,82 @@ struct FitCommandTests {
             ] + Self.quickFit)
         #expect(fit.status == 1)
         #expect(fit.standardError.contains("no checkpoint"))
+    }
+
+    /// A damaged checkpoint, or one whose counts were edited (checksum recomputed), is refused with
+    /// a clear error on --resume: no crash, no endless run, no bundle.
+    @Test func damagedOrEditedCheckpointIsRefusedOnResume() throws {
+        let data = try Self.syntheticData()
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let fit = ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit
+        let run = try CLIRunner.Background(fit, environment: [:])
+        let deadline = Date().addingTimeInterval(600)
+        while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        kill(run.process.processIdentifier, SIGINT)
+        #expect(run.wait() == 1)
+        let folder = models.appendingPathComponent(".checkpoints")
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).first { $0.hasSuffix(".checkpoint") })
+        let url = folder.appendingPathComponent(name)
+        let original = try Data(contentsOf: url)
+
+        var damaged = original
+        damaged[damaged.count / 2] ^= 0x10
+        try damaged.write(to: url)
+        let first = try CLIRunner.run(fit + ["--resume"])
+        #expect(first.status == 1)
+        #expect(first.standardError.contains("checksum"), "\(first.standardError)")
+
+        // Header length, JSON header, tensors, SHA-256: rewrite the header with impossible counts.
+        let length = Int(original.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian)
+        var header = try #require(
+            try JSONSerialization.jsonObject(with: original.subdata(in: 8..<(8 + length))) as? [String: Any])
+        header["epochsDone"] = 1_000_000_001
+        let json = try JSONSerialization.data(withJSONObject: header)
+        var edited = Data()
+        var newLength = UInt64(json.count).littleEndian
+        withUnsafeBytes(of: &newLength) { edited.append(contentsOf: $0) }
+        edited.append(json)
+        edited.append(original.subdata(in: (8 + length)..<(original.count - 32)))
+        let hasher = SHA256Hasher()
+        hasher.update(edited)
+        edited.append(contentsOf: hasher.finalize())
+        try edited.write(to: url)
+        let second = try CLIRunner.run(fit + ["--resume"])
+        #expect(second.status == 1)
+        #expect(second.standardError.contains("epoch counts"), "\(second.standardError)")
+        #expect(!(first.standardError + second.standardError).contains("Fatal error"))
+        #expect(Self.versions(in: models).isEmpty)
+    }
+
+    @Test func unwritableOutFailsBeforeTraining() throws {
+        let data = try Self.syntheticData()
+        let file = data.deletingLastPathComponent().appendingPathComponent("a-file")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        try Data("x".utf8).write(to: file)
+        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", file.path, "--json"] + Self.quickFit)
+        #expect(fit.status == 1)
+        #expect(fit.standardError.contains(file.path) && fit.standardError.contains("Not a directory"))
+        #expect(!fit.standardOutput.contains("\"event\":\"epoch\""), "nothing is trained first")
+    }
+
+    @Test func folderWithoutUsersIsRefusedWithWhatToAdd() throws {
+        let data = try Self.syntheticData()
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        for entry in try FileManager.default.contentsOfDirectory(atPath: data.path)
+        where Int(entry).map({ $0 > 2 }) == true {
+            try FileManager.default.removeItem(at: data.appendingPathComponent(entry))
+        }
+        let check = try CLIRunner.run(["data", "check", "--data", data.path])
+        #expect(check.status == 1)
+        #expect(check.standardError.contains("no user folders") || check.standardOutput.contains("no user folders"))
+        let fit = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", data.deletingLastPathComponent().appendingPathComponent("m").path]
+                + Self.quickFit)
+        #expect(fit.status == 1)
+        #expect(fit.standardError.contains("no user folders"))
     }
 }

@@ -15,6 +15,9 @@ final class HDF5File {
         var description: String { "\(operation) '\(object)' failed" + (detail.isEmpty ? "" : " (\(detail))") }
     }
 
+    /// Largest dataset read, in scalars (far above any weights file facetrain writes).
+    static let maximumCount = 1 << 28
+
     private static let lock = NSRecursiveLock()
     private nonisolated(unsafe) static var initialised = false
 
@@ -212,11 +215,28 @@ final class HDF5File {
             let space = H5Dget_space(dataset)
             defer { H5Sclose(space) }
             let rank = H5Sget_simple_extent_ndims(space)
-            guard rank >= 0 else { throw HDF5File.failure("read the shape of", object) }
+            guard (0...8).contains(rank) else { throw HDF5File.failure("read the shape of", object) }
             var dimensions = [hsize_t](repeating: 0, count: Int(rank))
-            H5Sget_simple_extent_dims(space, &dimensions, nil)
+            guard H5Sget_simple_extent_dims(space, &dimensions, nil) == rank else {
+                throw HDF5File.failure("read the shape of", object)
+            }
+            // A damaged file can claim any shape: check it before allocating what H5Dread fills.
+            var count = 1
+            for dimension in dimensions {
+                guard dimension <= hsize_t(HDF5File.maximumCount) else {
+                    count = -1
+                    break
+                }
+                count *= Int(dimension)
+                if count > HDF5File.maximumCount { break }
+            }
+            guard (0...HDF5File.maximumCount).contains(count), H5Sget_simple_extent_npoints(space) == count else {
+                throw Failure(
+                    operation: "read dataset", object: object, detail: "its shape \(dimensions) is damaged or too large"
+                )
+            }
             let shape = dimensions.map { Int($0) }
-            var scalars = [Float](repeating: 0, count: shape.reduce(1, *))
+            var scalars = [Float](repeating: 0, count: max(count, 1))
             let status = scalars.withUnsafeMutableBufferPointer {
                 H5Dread(dataset, chdf5_native_float(), chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
             }
@@ -294,6 +314,9 @@ final class HDF5File {
             defer { H5Sclose(space) }
             let count = Int(H5Sget_simple_extent_npoints(space))
             guard count > 0 else { return [] }
+            guard count <= 1 << 20 else {
+                throw Failure(operation: "read attribute", object: object, detail: "it claims \(count) strings")
+            }
             if H5Tis_variable_str(fileType) > 0 {
                 let memoryType = Group.variableStringType()
                 defer { H5Tclose(memoryType) }
@@ -303,6 +326,9 @@ final class HDF5File {
                 return pointers.map { $0.map { String(cString: $0) } ?? "" }
             }
             let size = H5Tget_size(fileType)
+            guard size > 0, size <= 1 << 20, count * size <= 1 << 26 else {
+                throw Failure(operation: "read attribute", object: object, detail: "its strings are \(size) bytes long")
+            }
             let memoryType = H5Tcopy(chdf5_c_s1())
             defer { H5Tclose(memoryType) }
             H5Tset_size(memoryType, size)

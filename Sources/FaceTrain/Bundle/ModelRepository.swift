@@ -20,6 +20,15 @@ public struct ModelRepository: Sendable {
         self.directory = directory
     }
 
+    /// Makes sure bundles can be written here before a long job starts: the folder exists (or is
+    /// created) and its lock file opens, so a bad `--out` fails at once instead of after training.
+    public func prepareForWriting() throws {
+        try FileSystem.createDirectory(directory)
+        let lock = try FileLock.acquire(
+            directory.appendingPathComponent(ModelRepository.lockName), create: true, wait: true)
+        lock?.release()
+    }
+
     /// The directory of a version.
     public func bundleURL(version: Int) -> URL { directory.appendingPathComponent(String(version)) }
 

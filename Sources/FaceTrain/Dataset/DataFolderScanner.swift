@@ -99,6 +99,11 @@ struct DataFolderScanner {
             case .notAnImage where !Self.imageExtensions.contains(candidate.url.pathExtension.lowercased()):
                 warnings.append(
                     DataWarning(kind: "not_an_image", path: candidate.url.path, message: "not an image file; ignored"))
+            case .notAnImage where options.skipBad:
+                warnings.append(
+                    DataWarning(
+                        kind: "skipped_image", path: candidate.url.path,
+                        message: "skipped: not an image (unknown format)"))
             case .notAnImage:
                 problems.append(.unreadableImage(path: candidate.url.path, reason: "not an image (unknown format)"))
             case .unreadable(let reason):
@@ -106,7 +111,7 @@ struct DataFolderScanner {
                     warnings.append(
                         DataWarning(
                             kind: "skipped_image", path: candidate.url.path,
-                            message: "skipped (--skip-bad): \(reason)"))
+                            message: "skipped: \(reason)"))
                 } else {
                     problems.append(.unreadableImage(path: candidate.url.path, reason: reason))
                 }
@@ -155,6 +160,7 @@ struct DataFolderScanner {
         }
 
         let userIds = classFolders.keys.filter { $0 > NegativeClass.unknownPerson }.sorted()
+        if userIds.isEmpty && !options.forEvaluation { problems.append(.noUsers(path: root.path)) }
         let users = resolveUsers(ids: userIds, metadata: metadata, problems: &problems, warnings: &warnings)
         return finish(problems: problems, warnings: warnings, samples: unique, classFolders: classFolders, users: users)
     }
@@ -199,6 +205,16 @@ struct DataFolderScanner {
             if id == NegativeClass.notAFace || id == NegativeClass.unknownPerson {
                 problems.append(.reservedIdInMetadata(source: record.source, id: id))
                 continue
+            }
+            // Names reach terminals, the report and the app: an escape or NUL there is never meant.
+            for (field, text) in [("name", record.name), ("position", record.position)] {
+                if let scalar = text?.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+                    problems.append(
+                        .invalidMetadata(
+                            path: record.source,
+                            reason: "the \(field) of user \(id) contains the control character U+"
+                                + String(format: "%04X", scalar.value) + "; remove it"))
+                }
             }
             if let earlier = byId[id] {
                 if earlier.name != nil, record.name != nil,

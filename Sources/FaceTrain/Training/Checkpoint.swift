@@ -2,12 +2,13 @@ import Foundation
 
 /// The state of a fit after a finished epoch: enough to continue as if never stopped.
 ///
-/// One file: a little-endian UInt64 header length, a JSON header, then the float32 data of every
-/// tensor in header order. Written to a temporary file, fsynced and renamed, so a crash leaves
-/// either the previous checkpoint or the new one.
+/// One file: a little-endian UInt64 header length, a JSON header, the float32 data of every tensor
+/// in header order, then the SHA-256 of everything before it (a damaged file is refused instead of
+/// resumed into garbage weights). Written to a temporary file, fsynced and renamed, so a crash
+/// leaves either the previous checkpoint or the new one.
 struct Checkpoint {
     struct Header: Codable {
-        var formatVersion = 1
+        var formatVersion = Checkpoint.formatVersion
         /// Hash of the data fingerprint and the configuration; resuming needs the same.
         var key: String
         var epochsDone: Int
@@ -32,6 +33,10 @@ struct Checkpoint {
         var shape: [Int]
     }
 
+    static let formatVersion = 2
+    /// Largest tensor a checkpoint may hold, in scalars (far above any ref-small's).
+    static let maximumTensorCount = 1 << 28
+
     var header: Header
     var tensors: [String: Tensor]
 
@@ -46,6 +51,9 @@ struct Checkpoint {
             withUnsafeBytes(of: &length) { data.append(contentsOf: $0) }
             data.append(json)
             for name in names { tensors[name]!.scalars.withUnsafeBytes { data.append(contentsOf: $0) } }
+            let hasher = SHA256Hasher()
+            hasher.update(data)
+            data.append(contentsOf: hasher.finalize())
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try DurableFile.write(data, to: url)
@@ -56,24 +64,47 @@ struct Checkpoint {
 
     static func read(from url: URL) throws(FitError) -> Checkpoint {
         guard let data = FileManager.default.contents(atPath: url.path) else { throw .noCheckpoint(path: url.path) }
-        guard data.count >= 8 else { throw .checkpointUnreadable(path: url.path, reason: "truncated") }
-        let length = Int(data.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian)
-        guard length > 0, 8 + length <= data.count,
-            let header = try? JSONDecoder().decode(Header.self, from: data.subdata(in: 8..<(8 + length)))
-        else { throw .checkpointUnreadable(path: url.path, reason: "bad header") }
-        var offset = 8 + length
+        func unreadable(_ reason: String) -> FitError { .checkpointUnreadable(path: url.path, reason: reason) }
+        guard data.count >= 8 + 32 else { throw unreadable("truncated") }
+        let body = data.prefix(data.count - 32)
+        let hasher = SHA256Hasher()
+        hasher.update(body)
+        guard hasher.finalize() == Array(data.suffix(32)) else {
+            throw unreadable("its checksum does not match (damaged, or written by an older facetrain)")
+        }
+        let length = body.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian
+        guard length > 0, length <= UInt64(body.count - 8) else { throw unreadable("bad header length") }
+        let headerEnd = body.startIndex + 8 + Int(length)
+        guard let header = try? JSONDecoder().decode(Header.self, from: body[(body.startIndex + 8)..<headerEnd]) else {
+            throw unreadable("bad header")
+        }
+        guard header.formatVersion == formatVersion else {
+            throw unreadable("format version \(header.formatVersion), this facetrain reads \(formatVersion)")
+        }
+        var offset = headerEnd
         var tensors: [String: Tensor] = [:]
         for entry in header.tensors {
-            let count = entry.shape.reduce(1, *)
-            guard offset + count * 4 <= data.count else {
-                throw .checkpointUnreadable(path: url.path, reason: "truncated")
+            guard let count = elementCount(entry.shape), body.endIndex - offset >= count * 4 else {
+                throw unreadable("bad shape \(entry.shape) of \(entry.name), or truncated")
             }
             var scalars = [Float](repeating: 0, count: count)
-            scalars.withUnsafeMutableBytes { _ = data.copyBytes(to: $0, from: offset..<(offset + count * 4)) }
+            scalars.withUnsafeMutableBytes { _ = body.copyBytes(to: $0, from: offset..<(offset + count * 4)) }
             tensors[entry.name] = Tensor(shape: entry.shape, scalars: scalars)
             offset += count * 4
         }
+        guard offset == body.endIndex else { throw unreadable("\(body.endIndex - offset) bytes after the last tensor") }
         return Checkpoint(header: header, tensors: tensors)
+    }
+
+    /// Scalars of a tensor of `shape`, or nil when a dimension is negative or the product is too large.
+    static func elementCount(_ shape: [Int]) -> Int? {
+        var count = 1
+        for dimension in shape {
+            guard dimension >= 0, dimension <= maximumTensorCount else { return nil }
+            count *= dimension
+            guard count <= maximumTensorCount else { return nil }
+        }
+        return count
     }
 }
 

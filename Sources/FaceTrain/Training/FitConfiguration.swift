@@ -71,9 +71,13 @@ public enum FitError: Error, CustomStringConvertible {
         case .checkpointNotWritable(let path, let reason):
             "cannot write the checkpoint \(path): \(reason). "
                 + "HINT: check free space and permissions of the models folder."
-        case .noHeldOutUsers(let holdout):
+        case .noHeldOutUsers(let holdout) where holdout <= 0:
             "--holdout \(holdout) holds out no crop of any user, so nothing can choose the best epoch or calibrate "
                 + "the accept threshold; no bundle was written. HINT: use --holdout 0.1 or more (the default is 0.2)."
+        case .noHeldOutUsers:
+            "no crop of any user is held out (a user needs 3 crops or more for one to be held out), so nothing can "
+                + "choose the best epoch or calibrate the accept threshold; no bundle was written. "
+                + "HINT: record more crops per user (about 25 work well)."
         case .tooFewTrainingCrops(let count):
             "only \(count) crops are left for training after the held-out split. HINT: add crops or lower --holdout."
         case .engine(let message):

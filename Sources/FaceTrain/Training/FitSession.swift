@@ -117,6 +117,14 @@ public final class FitSession {
         if resume {
             let checkpoint = try Checkpoint.read(from: checkpointURL)
             guard checkpoint.header.key == key else { throw .checkpointMismatch(path: checkpointURL.path) }
+            let header = checkpoint.header
+            guard (0...configuration.epochs).contains(header.epochsDone), header.history.count == header.epochsDone,
+                (0...header.epochsDone).contains(header.bestEpoch), (header.trainer?.step ?? 0) >= 0
+            else {
+                throw .checkpointUnreadable(
+                    path: checkpointURL.path,
+                    reason: "its epoch counts do not fit \(configuration.epochs) epochs (\(header.epochsDone) done)")
+            }
             do {
                 try trainer.network.load(Self.weights(checkpoint.tensors, prefix: "weights/", definition: definition))
                 bestWeights = try Self.weights(checkpoint.tensors, prefix: "best/", definition: definition)
@@ -178,6 +186,10 @@ public final class FitSession {
                     imagesPerSecond: Double(seen) / max(elapsed, 1e-9), loss: lossSum / Double(seen))
             }
             let (heldOutLoss, heldOutAccuracy) = evaluateHeldOut(trainer: &trainer)
+            // Weights can overflow in the last update of an epoch while every batch loss was finite.
+            guard heldOutLoss.isFinite else {
+                throw .diverged(epoch: epoch, batch: batchCount, loss: Float(heldOutLoss))
+            }
             let record = EpochRecord(
                 epoch: epoch, trainLoss: lossSum / Double(max(seen, 1)),
                 trainAccuracy: Double(correct) / Double(max(seen, 1)),

@@ -34,8 +34,14 @@ struct Bench: Command {
         guard configuration.steps >= 1, configuration.inferenceBatchSize >= 1 else {
             throw UsageError(message: "--steps and --inference-batch-size must be at least 1")
         }
-        guard configuration.latencySeconds >= 0 else {
-            throw UsageError(message: "--latency-seconds must not be negative")
+        guard configuration.batchSize <= 4096, configuration.inferenceBatchSize <= 4096 else {
+            throw UsageError(message: "--batch-size and --inference-batch-size must be at most 4096")
+        }
+        guard configuration.latencySeconds.isFinite, (0...3600).contains(configuration.latencySeconds) else {
+            throw UsageError(message: "--latency-seconds must be in 0...3600")
+        }
+        if let peak = configuration.peakGFLOPS, !(peak.isFinite && peak > 0) {
+            throw UsageError(message: "--peak-gflops must be a positive number")
         }
         self.configuration = configuration
         withLoad = arguments.flag("with-load")

@@ -39,6 +39,7 @@ struct Eval: Command {
         models = URL(fileURLWithPath: try arguments.required("models"))
         data = arguments.string("data").map { URL(fileURLWithPath: $0) }
         targetFalseAcceptRate = try arguments.required("target-far")
+        try validateTargetFalseAcceptRate(targetFalseAcceptRate)
         report = arguments.string("report").map { URL(fileURLWithPath: $0) }
         predictions = arguments.string("predictions").map { URL(fileURLWithPath: $0) }
         json = arguments.flag("json")
@@ -56,7 +57,12 @@ struct Eval: Command {
                 try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
             } ?? [:]
         if let data {
-            samples = try FaceDataset.load(from: data, options: options).samples
+            let dataset = try FaceDataset.load(from: data, options: options)
+            // Unreadable crops are left out of the scores, never silently.
+            for warning in dataset.report.warnings where warning.kind == "skipped_image" {
+                printError("warning: \(warning) (not scored)")
+            }
+            samples = dataset.samples
         } else {
             guard case .string(let folder)? = bundle.manifest.training["data"],
                 let heldOut = metricsDocument["held_out"] as? [[String: String]]

@@ -52,21 +52,30 @@ struct Fit: Command {
         configuration.width = try arguments.required("width")
         configuration.targetFalseAcceptRate = try arguments.required("target-far")
         configuration.margin = try arguments.required("margin")
-        guard configuration.margin >= 0 else { throw UsageError(message: "--margin must be 0 or positive") }
-        guard configuration.epochs >= 1 else { throw UsageError(message: "--epochs must be at least 1") }
-        guard configuration.batchSize >= 2 else {
-            throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)")
+        // Limits far beyond any sensible run, so a typo fails here instead of as a huge allocation.
+        guard configuration.margin.isFinite, (0...16).contains(configuration.margin) else {
+            throw UsageError(message: "--margin must be in 0...16 (the logits lie in -16...16)")
         }
-        guard configuration.inputSize >= 32, configuration.inputSize % 8 == 0 else {
-            throw UsageError(message: "--input-size must be a multiple of 8, at least 32")
+        guard (1...100_000).contains(configuration.epochs) else {
+            throw UsageError(message: "--epochs must be in 1...100000")
+        }
+        guard (2...4096).contains(configuration.batchSize) else {
+            throw UsageError(message: "--batch-size must be in 2...4096 (batch normalisation needs two crops)")
+        }
+        guard (32...512).contains(configuration.inputSize), configuration.inputSize % 8 == 0 else {
+            throw UsageError(message: "--input-size must be a multiple of 8 in 32...512")
         }
         guard (0..<1).contains(configuration.holdout) else { throw UsageError(message: "--holdout must be in 0..<1") }
-        guard configuration.learningRate > 0 else { throw UsageError(message: "--learning-rate must be positive") }
-        guard configuration.width >= 1 else { throw UsageError(message: "--width must be at least 1") }
+        guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
+            throw UsageError(message: "--learning-rate must be a positive number")
+        }
+        guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
+        try validateTargetFalseAcceptRate(configuration.targetFalseAcceptRate)
         self.configuration = configuration
         var loadOptions = DataLoadOptions(
             inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3)
         loadOptions.minimumImages = try arguments.required("min-images")
+        guard loadOptions.minimumImages >= 1 else { throw UsageError(message: "--min-images must be at least 1") }
         loadOptions.skipBad = arguments.flag("skip-bad")
         self.loadOptions = loadOptions
         resume = arguments.flag("resume")
@@ -76,6 +85,7 @@ struct Fit: Command {
     func run() throws -> ExitCode {
         installInterruptHandler()
         let progress = ProgressPrinter(json: json)
+        try ModelRepository(directory: out).prepareForWriting()
         let dataset = try FaceDataset.load(from: data, options: loadOptions)
         for warning in dataset.report.warnings { printError("warning: \(warning)") }
         progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")

@@ -100,6 +100,27 @@ struct DataFolderTests {
         #expect(paths == ["user.json", "users.json"])
     }
 
+    @Test func controlCharactersInNamesAreProblems() throws {
+        let folder = try TemporaryDataFolder.valid()
+        try folder.write("users.json", Data(#"[{"id": 3, "name": "Bo\u001b[31m"}, {"id": 4, "name": "Ann"}]"#.utf8))
+        try folder.write("5/user.json", Data(#"{"name": "Cy", "position": "line\nbreak"}"#.utf8))
+        let report = FaceDataset.check(folder.root, options: options)
+        let messages = report.problems.filter { $0.kind == "invalid_metadata" }.map(\.message)
+        #expect(messages.count == 2)
+        #expect(messages.contains { $0.contains("users.json entry 1") && $0.contains("U+001B") })
+        #expect(messages.contains { $0.contains("position of user 5") && $0.contains("U+000A") })
+    }
+
+    @Test func onlyNegativeClassesIsAProblem() throws {
+        let folder = try TemporaryDataFolder.valid(users: 0)
+        let report = FaceDataset.check(folder.root, options: options)
+        #expect(report.problems.map(\.kind) == ["no_users"])
+        #expect(report.problems.first?.message.contains("one folder of face crops per registered person") == true)
+        var evaluation = options
+        evaluation.forEvaluation = true
+        #expect(FaceDataset.check(folder.root, options: evaluation).problems.isEmpty)
+    }
+
     @Test func skipBadTurnsUnreadableImagesIntoNamedWarnings() throws {
         let folder = try TemporaryDataFolder.valid()
         try folder.write("3/broken.jpg", Data([0xFF, 0xD8, 0xFF, 0xE0, 0, 16]))
