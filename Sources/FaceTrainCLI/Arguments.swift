@@ -6,6 +6,21 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
+/// Whether `text` is an absolute http(s) URL with a host and nothing a client could misread.
+func validBaseURL(_ text: String) -> Bool {
+    guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+        url.host?.isEmpty == false
+    else { return false }
+    return !text.unicodeScalars.contains { $0.properties.isWhitespace || $0.properties.generalCategory == .control }
+}
+
+/// `--base-url` of publish and rollback: where the app downloads `<version>/FaceClassifier.mlmodel` from.
+func validateBaseURL(_ text: String?) throws {
+    guard let text, !validBaseURL(text) else { return }
+    throw UsageError(
+        message: "--base-url must be an http:// or https:// URL with a host, e.g. https://cdn.example.com/models")
+}
+
 /// `--target-far` of fit and eval: a share of strangers, so a number in 0...1.
 func validateTargetFalseAcceptRate(_ rate: Double) throws {
     guard rate.isFinite, (0...1).contains(rate) else {

@@ -116,6 +116,20 @@ struct BundleCommandTests {
         #expect(pointer["version"] as? Int == 2)
         #expect(pointer["url"] as? String == "https://cdn.example.com/models/2/FaceClassifier.mlmodel")
 
+        // verify checks what the app will download: this version's Core ML file, nothing else.
+        let pointerURL = models.appendingPathComponent("latest.json")
+        let published = try Data(contentsOf: pointerURL)
+        for url in ["../../../etc/passwd", "1/FaceClassifier.mlmodel", "https://cdn.example.com/models/2/weights.h5"] {
+            var edited = pointer
+            edited["url"] = url
+            try JSONSerialization.data(withJSONObject: edited).write(to: pointerURL)
+            let verify = try CLIRunner.run(["verify", "--models", models.path])
+            #expect(verify.status == 1, "\(url)")
+            #expect(verify.standardOutput.contains("its url"), "\(verify.standardOutput)")
+        }
+        try published.write(to: pointerURL)
+        #expect(try CLIRunner.run(["verify", "--models", models.path]).status == 0)
+
         let rolled = try CLIRunner.run(["rollback", "1", "--models", models.path])
         #expect(rolled.status == 0)
         #expect(rolled.standardOutput.contains("latest.json -> version 1 (was 2)"))
@@ -142,6 +156,11 @@ struct BundleCommandTests {
         #expect(try CLIRunner.run(["publish", "1", "--min-accuracy", "high"]).status == 64)
         #expect(try CLIRunner.run(["publish", "1", "--max-false-accept", "3"]).status == 64)
         #expect(try CLIRunner.run(["rollback"]).status == 64)
+        for url in ["javascript:alert(1)//", " ", "ftp://host/models", "https://", "models/../.."] {
+            let refused = try CLIRunner.run(["publish", "1", "--base-url", url])
+            #expect(refused.status == 64, "\(url)")
+            #expect(try CLIRunner.run(["rollback", "1", "--base-url", url]).status == 64, "\(url)")
+        }
         #expect(try CLIRunner.run(["list", "extra"]).status == 64)
         // The test-only writer is hidden unless tests switch it on.
         #expect(try CLIRunner.run(["_test-write-bundle"]).status == 64)

@@ -74,4 +74,34 @@ struct CommandLineTests {
         let kinds = (report["problems"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String }.sorted()
         #expect(kinds == ["folder_not_an_id", "missing_negative_class", "missing_negative_class", "no_users"])
     }
+
+    /// A class folder the user may not list is named as a permission problem, not reported as a
+    /// user without images. As root (CI) the check runs as "nobody" through setpriv.
+    @Test(.enabled(if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func unlistableFolderIsAPermissionProblem() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-perm-\(UUID().uuidString)")
+        defer {
+            chmod(root.appendingPathComponent("3").path, 0o755)
+            try? FileManager.default.removeItem(at: root)
+        }
+        for name in ["1", "2", "3"] {
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent(name), withIntermediateDirectories: true)
+        }
+        #expect(chmod(root.path, 0o755) == 0 && chmod(root.appendingPathComponent("3").path, 0) == 0)
+        let arguments = ["data", "check", "--data", root.path, "--json"]
+        let output =
+            getuid() == 0
+            ? try CLIRunner.runProgram(
+                "/usr/bin/setpriv",
+                ["--reuid=65534", "--regid=65534", "--clear-groups", CLIRunner.binary.path] + arguments)
+            : try CLIRunner.run(arguments)
+        #expect(output.status == 1, "\(output.standardError)")
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
+        let problems = report["problems"] as? [[String: Any]] ?? []
+        let unreadable = problems.first { $0["kind"] as? String == "unreadable_folder" }
+        #expect((unreadable?["message"] as? String)?.contains("Permission denied") == true, "\(problems)")
+        #expect(!problems.contains { $0["kind"] as? String == "empty_user" })
+    }
 }

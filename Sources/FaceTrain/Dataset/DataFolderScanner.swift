@@ -34,7 +34,11 @@ struct DataFolderScanner {
         // Root level: one folder per class, users.json, nothing else.
         var classFolders: [Int: URL] = [:]
         var metadata: [RawUser] = []
-        for name in visibleEntries(of: root) {
+        let rootEntries = visibleEntries(of: root, problems: &problems)
+        guard problems.isEmpty else {  // nothing else can be judged in a folder that cannot be listed
+            return finish(problems: problems, warnings: [], samples: [], classFolders: [:], users: [])
+        }
+        for name in rootEntries {
             let url = root.appendingPathComponent(name)
             if isFolder(url) {
                 if let id = Int(name), id > 0, String(id) == name {
@@ -55,8 +59,12 @@ struct DataFolderScanner {
 
         // Class folders: image files, user.json, nothing else.
         var candidates: [(label: Int, url: URL)] = []
+        var unlistable = Set<Int>()
         for (label, folder) in classFolders.sorted(by: { $0.key < $1.key }) {
-            for name in visibleEntries(of: folder) {
+            let known = problems.count
+            let entries = visibleEntries(of: folder, problems: &problems)
+            if problems.count > known { unlistable.insert(label) }
+            for name in entries {
                 let url = folder.appendingPathComponent(name)
                 if isFolder(url) {
                     warnings.append(
@@ -145,12 +153,13 @@ struct DataFolderScanner {
         var counts: [Int: Int] = [:]
         for sample in unique { counts[sample.label, default: 0] += 1 }
         for label in [NegativeClass.notAFace, NegativeClass.unknownPerson]
-        where counts[label, default: 0] == 0 && !options.forEvaluation {
+        where counts[label, default: 0] == 0 && !options.forEvaluation && !unlistable.contains(label) {
             problems.append(
                 .missingNegativeClass(
                     label: label, path: classFolders[label]?.path ?? root.appendingPathComponent(String(label)).path))
         }
-        for (label, folder) in classFolders.sorted(by: { $0.key < $1.key }) where label > NegativeClass.unknownPerson {
+        for (label, folder) in classFolders.sorted(by: { $0.key < $1.key })
+        where label > NegativeClass.unknownPerson && !unlistable.contains(label) {
             let count = counts[label, default: 0]
             if count == 0 {
                 problems.append(.emptyUser(path: folder.path))
@@ -269,9 +278,15 @@ struct DataFolderScanner {
         }
     }
 
-    /// Names of a folder's entries, hidden ones (".DS_Store", ".git") left out, sorted.
-    private func visibleEntries(of folder: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { !$0.hasPrefix(".") }
+    /// Names of a folder's entries, hidden ones (".DS_Store", ".git") left out, sorted; a folder
+    /// that cannot be listed is a problem of its own, not an empty class.
+    private func visibleEntries(of folder: URL, problems: inout [DataProblem]) -> [String] {
+        guard let directory = opendir(folder.path) else {
+            problems.append(.unreadableFolder(path: folder.path, reason: String(cString: strerror(errno))))
+            return []
+        }
+        closedir(directory)
+        return ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { !$0.hasPrefix(".") }
             .sorted()
     }
 

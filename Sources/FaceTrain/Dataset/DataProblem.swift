@@ -14,6 +14,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     case reservedIdInMetadata(source: String, id: Int)
     case conflictingMetadata(id: Int, sources: [String])
     case noUsers(path: String)
+    case unreadableFolder(path: String, reason: String)
 
     /// Machine-readable kind, the key of `--json` reports.
     public var kind: String {
@@ -29,6 +30,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .reservedIdInMetadata: "reserved_id_in_metadata"
         case .conflictingMetadata: "conflicting_metadata"
         case .noUsers: "no_users"
+        case .unreadableFolder: "unreadable_folder"
         }
     }
 
@@ -36,7 +38,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public var path: String {
         switch self {
         case .missingFolder(let path), .unreadableImage(let path, _), .folderNotAnId(let path), .emptyUser(let path),
-            .noUsers(let path),
+            .noUsers(let path), .unreadableFolder(let path, _),
             .tooFewImages(let path, _, _), .missingNegativeClass(_, let path), .invalidMetadata(let path, _):
             path
         case .duplicateAcrossUsers(let paths): paths.first ?? ""
@@ -81,6 +83,9 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflictingMetadata(let id, let sources):
             "user \(id) is described differently in \(sources.joined(separator: " and ")). "
                 + "HINT: keep one description, or make them agree."
+        case .unreadableFolder(let path, let reason):
+            "\(path): cannot list this folder (\(reason)). "
+                + "HINT: give the user running facetrain read and execute permission on it."
         case .noUsers(let path):
             "\(path): no user folders, only the negative classes 1 and 2. "
                 + "HINT: add one folder of face crops per registered person, named by the person's id (3 or more)."

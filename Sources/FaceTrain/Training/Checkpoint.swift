@@ -120,12 +120,22 @@ public struct FileWriteError: Error, CustomStringConvertible {
         self.path = path
         self.reason = String(cString: strerror(code))
     }
+
+    init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
 }
 
 /// Writes files so that a crash leaves the old content or the new, never a mix.
 public enum DurableFile {
     /// Writes `data` to a temporary sibling, fsyncs it, renames it over `url` and fsyncs the folder.
     public static func write(_ data: Data, to url: URL) throws {
+        // The rename would replace whatever is there: never a device, a pipe or a folder.
+        var status = stat()
+        if lstat(url.path, &status) == 0 && (status.st_mode & S_IFMT) != S_IFREG {
+            throw FileWriteError(path: url.path, reason: "it exists and is not a regular file; nothing was replaced")
+        }
         let temporary = url.deletingLastPathComponent().appendingPathComponent(
             ".\(url.lastPathComponent).tmp-\(getpid())")
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)

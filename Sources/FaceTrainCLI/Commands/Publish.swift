@@ -46,6 +46,7 @@ struct Publish: Command {
             if let value, !(0...1).contains(value) { throw UsageError(message: "'--\(name)' must be between 0 and 1") }
         }
         baseURL = arguments.string("base-url")
+        try validateBaseURL(baseURL)
         force = arguments.flag("force")
     }
 

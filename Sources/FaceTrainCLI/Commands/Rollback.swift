@@ -24,6 +24,7 @@ struct Rollback: Command {
         self.target = target
         models = URL(fileURLWithPath: arguments.string("models") ?? "models")
         baseURL = arguments.string("base-url")
+        try validateBaseURL(baseURL)
     }
 
     func run() throws -> ExitCode {

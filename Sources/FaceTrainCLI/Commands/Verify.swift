@@ -90,6 +90,18 @@ struct Verify: Command {
             )
             return 1
         }
+        // The app downloads what `url` names: it must end in this version's Core ML file, and a
+        // relative one must stay inside the models folder.
+        let expected = "\(pointer.version)/\(BundleVerifier.coreMLName)"
+        let relative = !pointer.url.contains("://")
+        guard
+            pointer.url == expected || (!relative && validBaseURL(pointer.url) && pointer.url.hasSuffix("/" + expected))
+        else {
+            print(
+                "\(ModelRepository.pointerName): FAILED\n"
+                    + "  its url \"\(pointer.url)\" is not \(expected) or an http(s) URL ending in it")
+            return 1
+        }
         print("\(ModelRepository.pointerName): OK (version \(pointer.version))")
         return 0
     }

@@ -100,4 +100,25 @@ struct CheckpointTests {
         try writeCrafted(header: header("[2]"), data: [1, 2])
         #expect(reason() == nil)
     }
+
+    /// Writing renames a temporary file over the target: a device, pipe or folder there must be
+    /// refused, not replaced (`export --out /dev/full` once replaced the device node).
+    @Test func durableWriteNeverReplacesAFileThatIsNotRegular() throws {
+        let fifo = url.appendingPathExtension("fifo")
+        defer { unlink(fifo.path) }
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        for target in [fifo, FileManager.default.temporaryDirectory] {
+            #expect {
+                try DurableFile.write(Data("x".utf8), to: target)
+            } throws: { error in
+                (error as? FileWriteError)?.reason.contains("not a regular file") == true
+            }
+        }
+        var status = stat()
+        #expect(lstat(fifo.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)
+        defer { try? FileManager.default.removeItem(at: url) }
+        try DurableFile.write(Data("first".utf8), to: url)
+        try DurableFile.write(Data("second".utf8), to: url)
+        #expect(try Data(contentsOf: url) == Data("second".utf8))
+    }
 }
