@@ -156,6 +156,15 @@ struct BundleCommandTests {
         #expect(try CLIRunner.run(["publish", "1", "--min-accuracy", "high"]).status == 64)
         #expect(try CLIRunner.run(["publish", "1", "--max-false-accept", "3"]).status == 64)
         #expect(try CLIRunner.run(["rollback"]).status == 64)
+        // A number that is no valid version is looked up in --models, not as a folder of the working directory.
+        let models = BundleFixture.temporaryDirectory()
+        for reference in ["0", "007", "99999999999999999999"] {
+            let missing = try CLIRunner.run([
+                "export", reference, "--models", models.path, "--format", "onnx", "--out", "x",
+            ])
+            #expect(missing.status == 1)
+            #expect(missing.standardError.contains("no model version '\(reference)' in \(models.path)"))
+        }
         for url in ["javascript:alert(1)//", " ", "ftp://host/models", "https://", "models/../.."] {
             let refused = try CLIRunner.run(["publish", "1", "--base-url", url])
             #expect(refused.status == 64, "\(url)")

@@ -91,6 +91,10 @@ public struct ModelRepository: Sendable {
             throw BundleError.notABundle(path: url.path)
         }
         let last = url.lastPathComponent
+        if !argument.contains("/"), last.allSatisfy(\.isNumber), parseVersion(last) == nil {
+            // "0", "007" or a number too large: meant as a version, so say so in the models folder.
+            throw BundleError.versionNotFound(modelsDirectory: modelsDirectory.path, reference: argument)
+        }
         guard last == "latest" || parseVersion(last) != nil else { throw BundleError.notABundle(path: url.path) }
         if !argument.contains("/") { return try ModelRepository(directory: modelsDirectory).resolve(last) }
         return try ModelRepository(directory: url.deletingLastPathComponent()).resolve(last)

@@ -260,8 +260,9 @@ struct DataFolderScanner {
 
     private func decode(_ url: URL, label: Int) -> FileOutcome {
         let data: Data
-        do { data = try Data(contentsOf: url) } catch {
-            return .unreadable("cannot be read (\(error.localizedDescription))")
+        do throws(ImageError) { data = try ImageDecoder.readFile(url) } catch {
+            if case .unreadable(_, let reason) = error { return .unreadable("cannot be read (\(reason))") }
+            return .unreadable(error.description)
         }
         do {
             let image = try ImageDecoder.decode(data: data, name: url.path)

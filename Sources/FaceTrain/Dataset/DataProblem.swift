@@ -50,7 +50,9 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .missingFolder(let path):
-            "\(path): no such folder. HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
+            (FileManager.default.fileExists(atPath: path)
+                ? "\(path): is a file, not a folder." : "\(path): no such folder.")
+                + " HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
         case .unreadableImage(let path, let reason):
             "\(path): unreadable image: \(reason.replacingOccurrences(of: "\n", with: " "))"
                 + (reason.contains("HINT")

@@ -59,13 +59,32 @@ public enum ImageDecoder {
 
     /// Reads and decodes the image file at `url`; errors name the file's path.
     public static func decode(contentsOf url: URL, limits: Limits = .standard) throws(ImageError) -> Image {
+        let data = try readFile(url)
+        return try decode(data: data, name: url.path, limits: limits)
+    }
+
+    /// The bytes of an image file; devices, pipes, dangling links and huge files are refused by name.
+    public static func readFile(_ url: URL) throws(ImageError) -> Data {
+        // Devices and pipes never end (or block); a dangling link deserves its own words.
+        var status = stat()
+        if stat(url.path, &status) == 0 {
+            let kind = status.st_mode & S_IFMT
+            if kind != S_IFREG && kind != S_IFDIR {
+                throw .unreadable(file: url.path, reason: "not a regular file (a device, pipe or socket)")
+            }
+            if kind == S_IFREG && status.st_size > 256 << 20 {
+                throw .unreadable(file: url.path, reason: "\(status.st_size >> 20) MB, far too large for a face crop")
+            }
+        } else if lstat(url.path, &status) == 0 {
+            throw .unreadable(file: url.path, reason: "a symbolic link to a file that does not exist")
+        }
         let data: Data
         do {
             data = try Data(contentsOf: url)
         } catch {
             throw .unreadable(file: url.path, reason: Self.reason(for: url, error: error))
         }
-        return try decode(data: data, name: url.path, limits: limits)
+        return data
     }
 
     /// Decodes an image file already in memory; `name` identifies it in errors.

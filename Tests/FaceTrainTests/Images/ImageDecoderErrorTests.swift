@@ -16,6 +16,28 @@ struct ImageDecoderErrorTests {
         #expect(error?.description.contains("a/empty.jpg: the file is empty") == true)
     }
 
+    /// Files that are not plain files are refused by what they are, before any read (a pipe would
+    /// block, a device never end).
+    @Test func devicesPipesAndDanglingLinksAreNamed() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("decoder-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let pipe = folder.appendingPathComponent("pipe.jpg")
+        #expect(mkfifo(pipe.path, 0o600) == 0)
+        let link = folder.appendingPathComponent("link.jpg")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "missing.jpg")
+        let cases: [(URL, String)] = [
+            (pipe, "not a regular file"), (URL(fileURLWithPath: "/dev/zero"), "not a regular file"),
+            (link, "symbolic link to a file that does not exist"),
+            (folder.appendingPathComponent("absent.jpg"), "no such file"),
+        ]
+        for (url, reason) in cases {
+            let error = expectImageError { () throws(ImageError) in try ImageDecoder.decode(contentsOf: url) }
+            #expect(error?.description.contains(reason) == true, "\(url.path): \(String(describing: error))")
+            #expect(error?.description.hasPrefix(url.path) == true)
+        }
+    }
+
     @Test func textFileNamedJPG() {
         let error = expectImageError { () throws(ImageError) in
             try ImageDecoder.decode(data: Data("name,label\nalice,1\n".utf8), name: "faces/notes.jpg")
