@@ -6,10 +6,12 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Whether `text` is an absolute http(s) URL with a host and nothing a client could misread.
+/// Whether `text` is an absolute http(s) URL with a host, without query, fragment or credentials.
 func validBaseURL(_ text: String) -> Bool {
+    // The version's path is appended, so a query or fragment would swallow it; credentials would
+    // be served to every phone with latest.json.
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-        url.host?.isEmpty == false
+        url.host?.isEmpty == false, url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
     else { return false }
     return !text.unicodeScalars.contains { $0.properties.isWhitespace || $0.properties.generalCategory == .control }
 }
@@ -18,7 +20,8 @@ func validBaseURL(_ text: String) -> Bool {
 func validateBaseURL(_ text: String?) throws {
     guard let text, !validBaseURL(text) else { return }
     throw UsageError(
-        message: "--base-url must be an http:// or https:// URL with a host, e.g. https://cdn.example.com/models")
+        message: "--base-url must be an http:// or https:// URL with a host and no query, fragment or user name, "
+            + "e.g. https://cdn.example.com/models")
 }
 
 /// `--target-far` of fit and eval: a share of strangers, so a number in 0...1.
@@ -98,8 +101,8 @@ struct ParsedArguments {
                 }
                 if inlineValue == nil { index += 1 }
                 // An empty path would silently mean the current folder.
-                guard !value.trimmingCharacters(in: .whitespaces).isEmpty else {
-                    throw UsageError(message: "The value of '\(spec.label)' is empty")
+                guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                    throw UsageError(message: "The value of '\(spec.label)' is empty or only blanks")
                 }
                 values[name] = value
             }

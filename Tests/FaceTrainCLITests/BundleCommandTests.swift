@@ -165,7 +165,11 @@ struct BundleCommandTests {
             #expect(missing.status == 1)
             #expect(missing.standardError.contains("no model version '\(reference)' in \(models.path)"))
         }
-        for url in ["javascript:alert(1)//", " ", "ftp://host/models", "https://", "models/../.."] {
+        for url in [
+            "javascript:alert(1)//", " ", "ftp://host/models", "https://", "models/../..",
+            "https://cdn.example.com/m?sig=1",
+            "https://user:secret@cdn.example.com/m", "https://cdn.example.com/m#x",
+        ] {
             let refused = try CLIRunner.run(["publish", "1", "--base-url", url])
             #expect(refused.status == 64, "\(url)")
             #expect(try CLIRunner.run(["rollback", "1", "--base-url", url]).status == 64, "\(url)")

@@ -215,7 +215,9 @@ final class HDF5File {
             let space = H5Dget_space(dataset)
             defer { H5Sclose(space) }
             let rank = H5Sget_simple_extent_ndims(space)
-            guard (0...8).contains(rank) else { throw HDF5File.failure("read the shape of", object) }
+            guard (0...8).contains(rank) else {
+                throw Failure(operation: "read dataset", object: object, detail: "it claims \(rank) dimensions")
+            }
             var dimensions = [hsize_t](repeating: 0, count: Int(rank))
             guard H5Sget_simple_extent_dims(space, &dimensions, nil) == rank else {
                 throw HDF5File.failure("read the shape of", object)
@@ -241,7 +243,7 @@ final class HDF5File {
                 H5Dread(dataset, chdf5_native_float(), chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
             }
             try HDF5File.check(status, "read dataset", object)
-            return (shape, scalars)
+            return (shape, Array(scalars.prefix(count)))  // a zero-sized dimension holds no scalar
         }
 
         // MARK: Attributes
@@ -327,7 +329,8 @@ final class HDF5File {
             }
             let size = H5Tget_size(fileType)
             guard size > 0, size <= 1 << 20, count * size <= 1 << 26 else {
-                throw Failure(operation: "read attribute", object: object, detail: "its strings are \(size) bytes long")
+                throw Failure(
+                    operation: "read attribute", object: object, detail: "it claims \(count) strings of \(size) bytes")
             }
             let memoryType = H5Tcopy(chdf5_c_s1())
             defer { H5Tclose(memoryType) }

@@ -91,7 +91,9 @@ public struct ModelRepository: Sendable {
             throw BundleError.notABundle(path: url.path)
         }
         let last = url.lastPathComponent
-        if !argument.contains("/"), last.allSatisfy(\.isNumber), parseVersion(last) == nil {
+        if !argument.contains("/"), !last.isEmpty, last.utf8.allSatisfy({ (48...57).contains($0) }),
+            parseVersion(last) == nil
+        {
             // "0", "007" or a number too large: meant as a version, so say so in the models folder.
             throw BundleError.versionNotFound(modelsDirectory: modelsDirectory.path, reference: argument)
         }

@@ -27,8 +27,10 @@ struct DataFolderScanner {
         let fileManager = FileManager.default
         var isDirectory: ObjCBool = false
         guard fileManager.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            return finish(
-                problems: [.missingFolder(path: root.path)], warnings: [], samples: [], classFolders: [:], users: [])
+            let problem: DataProblem =
+                fileManager.fileExists(atPath: root.path)
+                ? .notAFolder(path: root.path) : .missingFolder(path: root.path)
+            return finish(problems: [problem], warnings: [], samples: [], classFolders: [:], users: [])
         }
 
         // Root level: one folder per class, users.json, nothing else.
@@ -261,8 +263,8 @@ struct DataFolderScanner {
     private func decode(_ url: URL, label: Int) -> FileOutcome {
         let data: Data
         do throws(ImageError) { data = try ImageDecoder.readFile(url) } catch {
-            if case .unreadable(_, let reason) = error { return .unreadable("cannot be read (\(reason))") }
-            return .unreadable(error.description)
+            guard case .unreadable(_, let reason) = error else { return .unreadable(error.description) }
+            return .unreadable("cannot be read (\(reason))")
         }
         do {
             let image = try ImageDecoder.decode(data: data, name: url.path)
@@ -282,13 +284,14 @@ struct DataFolderScanner {
     /// Names of a folder's entries, hidden ones (".DS_Store", ".git") left out, sorted; a folder
     /// that cannot be listed is a problem of its own, not an empty class.
     private func visibleEntries(of folder: URL, problems: inout [DataProblem]) -> [String] {
-        guard let directory = opendir(folder.path) else {
-            problems.append(.unreadableFolder(path: folder.path, reason: String(cString: strerror(errno))))
+        do {
+            return try FileSystem.entries(of: folder).filter { !$0.hasPrefix(".") }
+        } catch {
+            let reason =
+                if case BundleError.io(_, _, let code) = error { String(cString: strerror(code)) } else { "\(error)" }
+            problems.append(.unreadableFolder(path: folder.path, reason: reason))
             return []
         }
-        closedir(directory)
-        return ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { !$0.hasPrefix(".") }
-            .sorted()
     }
 
     private func isFolder(_ url: URL) -> Bool {

@@ -14,6 +14,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     case reservedIdInMetadata(source: String, id: Int)
     case conflictingMetadata(id: Int, sources: [String])
     case noUsers(path: String)
+    case notAFolder(path: String)
     case unreadableFolder(path: String, reason: String)
 
     /// Machine-readable kind, the key of `--json` reports.
@@ -30,6 +31,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .reservedIdInMetadata: "reserved_id_in_metadata"
         case .conflictingMetadata: "conflicting_metadata"
         case .noUsers: "no_users"
+        case .notAFolder: "not_a_folder"
         case .unreadableFolder: "unreadable_folder"
         }
     }
@@ -38,7 +40,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public var path: String {
         switch self {
         case .missingFolder(let path), .unreadableImage(let path, _), .folderNotAnId(let path), .emptyUser(let path),
-            .noUsers(let path), .unreadableFolder(let path, _),
+            .noUsers(let path), .unreadableFolder(let path, _), .notAFolder(let path),
             .tooFewImages(let path, _, _), .missingNegativeClass(_, let path), .invalidMetadata(let path, _):
             path
         case .duplicateAcrossUsers(let paths): paths.first ?? ""
@@ -50,9 +52,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .missingFolder(let path):
-            (FileManager.default.fileExists(atPath: path)
-                ? "\(path): is a file, not a folder." : "\(path): no such folder.")
-                + " HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
+            "\(path): no such folder. HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
         case .unreadableImage(let path, let reason):
             "\(path): unreadable image: \(reason.replacingOccurrences(of: "\n", with: " "))"
                 + (reason.contains("HINT")
@@ -88,8 +88,11 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .unreadableFolder(let path, let reason):
             "\(path): cannot list this folder (\(reason)). "
                 + "HINT: give the user running facetrain read and execute permission on it."
+        case .notAFolder(let path):
+            "\(path): is a file, not a folder. "
+                + "HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
         case .noUsers(let path):
-            "\(path): no user folders, only the negative classes 1 and 2. "
+            "\(path): no user folders. "
                 + "HINT: add one folder of face crops per registered person, named by the person's id (3 or more)."
         }
     }

@@ -75,8 +75,16 @@ public enum ImageDecoder {
             if kind == S_IFREG && status.st_size > 256 << 20 {
                 throw .unreadable(file: url.path, reason: "\(status.st_size >> 20) MB, far too large for a face crop")
             }
-        } else if lstat(url.path, &status) == 0 {
-            throw .unreadable(file: url.path, reason: "a symbolic link to a file that does not exist")
+        } else {
+            switch errno {
+            case ENOENT where lstat(url.path, &status) == 0:
+                throw .unreadable(file: url.path, reason: "a symbolic link to a file that does not exist")
+            case ELOOP: throw .unreadable(file: url.path, reason: "a loop of symbolic links")
+            case EACCES:
+                throw .unreadable(
+                    file: url.path, reason: "permission denied (its folders need execute permission for this user)")
+            default: break  // Foundation's read below names the problem
+            }
         }
         let data: Data
         do {

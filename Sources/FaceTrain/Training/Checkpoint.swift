@@ -70,7 +70,10 @@ struct Checkpoint {
         let hasher = SHA256Hasher()
         hasher.update(body)
         guard hasher.finalize() == Array(data.suffix(32)) else {
-            throw unreadable("its checksum does not match (damaged, or written by an older facetrain)")
+            if let version = olderFormatVersion(data) {
+                throw unreadable("it was written by an older facetrain (format \(version)); run without --resume")
+            }
+            throw unreadable("its checksum does not match: the file is damaged")
         }
         let length = body.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian
         guard length > 0, length <= UInt64(body.count - 8) else { throw unreadable("bad header length") }
@@ -96,6 +99,18 @@ struct Checkpoint {
         return Checkpoint(header: header, tensors: tensors)
     }
 
+    /// The format version of a file from before checksums (format 1), whose header sits where it
+    /// does now but which has no checksum at its end.
+    static func olderFormatVersion(_ data: Data) -> Int? {
+        struct Version: Decodable { var formatVersion: Int }
+        let length = data.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian
+        guard length > 0, length <= UInt64(data.count - 8),
+            let header = try? JSONDecoder().decode(Version.self, from: data[8..<(8 + Int(length))]),
+            header.formatVersion < formatVersion
+        else { return nil }
+        return header.formatVersion
+    }
+
     /// Scalars of a tensor of `shape`, or nil when a dimension is negative or the product is too large.
     static func elementCount(_ shape: [Int]) -> Int? {
         var count = 1
@@ -112,18 +127,18 @@ struct Checkpoint {
 public struct FileWriteError: Error, CustomStringConvertible {
     public var path: String
     public var reason: String
-    public var description: String {
-        "cannot write \(path): \(reason). HINT: check that the folder exists, is writable and has free space."
-    }
+    public var hint = "check that the folder exists, is writable and has free space."
+    public var description: String { "cannot write \(path): \(reason). HINT: \(hint)" }
 
     init(path: String, code: Int32) {
         self.path = path
         self.reason = String(cString: strerror(code))
     }
 
-    init(path: String, reason: String) {
+    init(path: String, reason: String, hint: String) {
         self.path = path
         self.reason = reason
+        self.hint = hint
     }
 }
 
@@ -134,7 +149,12 @@ public enum DurableFile {
         // The rename would replace whatever is there: never a device, a pipe or a folder.
         var status = stat()
         if lstat(url.path, &status) == 0 && (status.st_mode & S_IFMT) != S_IFREG {
-            throw FileWriteError(path: url.path, reason: "it exists and is not a regular file; nothing was replaced")
+            throw FileWriteError(
+                path: url.path,
+                reason: (status.st_mode & S_IFMT) == S_IFLNK
+                    ? "it is a symbolic link, which would be replaced; pass the path it points to"
+                    : "it exists and is not a regular file (a folder, device or pipe); nothing was replaced",
+                hint: "choose a path for a new or ordinary file.")
         }
         let temporary = url.deletingLastPathComponent().appendingPathComponent(
             ".\(url.lastPathComponent).tmp-\(getpid())")

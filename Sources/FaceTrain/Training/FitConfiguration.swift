@@ -43,6 +43,7 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
 /// Why a fit stopped without a model.
 public enum FitError: Error, CustomStringConvertible {
     case diverged(epoch: Int, batch: Int, loss: Float)
+    case divergedHeldOut(epoch: Int, loss: Double)
     case interrupted(checkpoint: String)
     case noCheckpoint(path: String)
     case checkpointMismatch(path: String)
@@ -57,6 +58,9 @@ public enum FitError: Error, CustomStringConvertible {
         case .diverged(let epoch, let batch, let loss):
             "training diverged: the loss became \(loss) at epoch \(epoch), batch \(batch); no bundle was written. "
                 + "HINT: lower --learning-rate (the default is 0.003)."
+        case .divergedHeldOut(let epoch, let loss):
+            "training diverged: the held-out loss after epoch \(epoch) is \(loss) (the weights overflowed); "
+                + "no bundle was written. HINT: lower --learning-rate (the default is 0.003)."
         case .interrupted(let checkpoint):
             "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): "
                 + "run the same command with --resume to continue."

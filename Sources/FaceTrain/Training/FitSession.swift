@@ -118,12 +118,16 @@ public final class FitSession {
             let checkpoint = try Checkpoint.read(from: checkpointURL)
             guard checkpoint.header.key == key else { throw .checkpointMismatch(path: checkpointURL.path) }
             let header = checkpoint.header
+            // A genuine checkpoint took one optimizer step per batch of every finished epoch.
+            let steps = header.epochsDone * batchCount
             guard (0...configuration.epochs).contains(header.epochsDone), header.history.count == header.epochsDone,
-                (0...header.epochsDone).contains(header.bestEpoch), (header.trainer?.step ?? 0) >= 0
+                (0...header.epochsDone).contains(header.bestEpoch), header.trainer?.step == steps,
+                header.trainer?.optimizerStep == steps
             else {
                 throw .checkpointUnreadable(
                     path: checkpointURL.path,
-                    reason: "its epoch counts do not fit \(configuration.epochs) epochs (\(header.epochsDone) done)")
+                    reason: "its counters (\(header.epochsDone) epochs done, history, best epoch, steps) do not fit "
+                        + "a run of \(configuration.epochs) epochs of \(batchCount) batches")
             }
             do {
                 try trainer.network.load(Self.weights(checkpoint.tensors, prefix: "weights/", definition: definition))
@@ -187,9 +191,7 @@ public final class FitSession {
             }
             let (heldOutLoss, heldOutAccuracy) = evaluateHeldOut(trainer: &trainer)
             // Weights can overflow in the last update of an epoch while every batch loss was finite.
-            guard heldOutLoss.isFinite else {
-                throw .diverged(epoch: epoch, batch: batchCount, loss: Float(heldOutLoss))
-            }
+            guard heldOutLoss.isFinite else { throw .divergedHeldOut(epoch: epoch, loss: heldOutLoss) }
             let record = EpochRecord(
                 epoch: epoch, trainLoss: lossSum / Double(max(seen, 1)),
                 trainAccuracy: Double(correct) / Double(max(seen, 1)),

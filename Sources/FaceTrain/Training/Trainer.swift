@@ -94,6 +94,16 @@ public struct Trainer: Sendable {
 
     /// Continues from `state`; load the matching weights into `network` first.
     public mutating func restore(_ state: TrainingState) throws {
+        // Slots are named "<moment>/<parameter key>"; the optimizer indexes them like the parameter.
+        var shapes: [String: [Int]] = [:]
+        var copy = network
+        copy.updateParameters { key, parameter in shapes[key] = parameter.value.shape }
+        for (name, tensor) in state.optimizer.slots {
+            let key = name.split(separator: "/", maxSplits: 1).last.map(String.init) ?? name
+            guard shapes[key] == tensor.shape else {
+                throw TrainingError.stateMismatch("optimizer slot \(name) has shape \(tensor.shape)")
+            }
+        }
         try optimizer.restore(state.optimizer)
         step = state.step
         network.generatorStates = state.generators

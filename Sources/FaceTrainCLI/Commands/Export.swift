@@ -50,12 +50,7 @@ struct Export: Command {
                 "warning: \(target.path) does not end in .\(expectedExtension), "
                     + "the usual extension of \(format.rawValue) files")
         }
-        do {
-            try DurableFile.write(data, to: target)
-        } catch {
-            let reason = (error as? POSIXError).map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)"
-            throw ExportCommandError.cannotWrite(path: target.path, reason: reason)
-        }
+        try DurableFile.write(data, to: target)
         let digest = SHA256.hash(data)
         print(
             "\(target.path): \(format.rawValue) export of version \(opened.version), \(data.count) bytes, "
@@ -67,17 +62,5 @@ struct Export: Command {
                     + "this is \(FaceTrainVersion.string)")
         }
         return .success
-    }
-}
-
-/// Why `export` could not write its file.
-enum ExportCommandError: Error, CustomStringConvertible {
-    case cannotWrite(path: String, reason: String)
-
-    var description: String {
-        switch self {
-        case .cannotWrite(let path, let reason):
-            "cannot write \(path): \(reason)\nHINT: check that the folder exists and is writable; nothing was written."
-        }
     }
 }

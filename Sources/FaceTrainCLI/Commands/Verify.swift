@@ -56,8 +56,9 @@ struct Verify: Command {
         }
         if pointerFailed {
             printError(
-                "Error: \(ModelRepository.pointerName) does not match a verified version\n"
-                    + "HINT: re-point it with 'facetrain publish' or 'facetrain rollback'.")
+                "Error: \(ModelRepository.pointerName) does not point at a verified version's Core ML file\n"
+                    + "HINT: re-point it with 'facetrain publish' or 'facetrain rollback' "
+                    + "(with --base-url https://... for a CDN).")
         }
         if failures > 0 || pointerFailed { return .failure }
         return .success

@@ -119,6 +119,12 @@ struct DataFolderTests {
         var evaluation = options
         evaluation.forEvaluation = true
         #expect(FaceDataset.check(folder.root, options: evaluation).problems.isEmpty)
+        let file = folder.root.appendingPathComponent("1/img0.pgm")
+        #expect(FaceDataset.check(file, options: options).problems.map(\.kind) == ["not_a_folder"])
+        #expect(
+            FaceDataset.check(file.appendingPathExtension("gone"), options: options).problems.map(\.kind) == [
+                "missing_folder"
+            ])
     }
 
     @Test func skipBadTurnsUnreadableImagesIntoNamedWarnings() throws {

@@ -99,6 +99,20 @@ struct CheckpointTests {
         }
         try writeCrafted(header: header("[2]"), data: [1, 2])
         #expect(reason() == nil)
+
+        // Format 1 had no checksum: say it is old, not damaged.
+        try checkpoint.write(to: url)
+        let current = try Data(contentsOf: url)
+        let length = Int(current.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian)
+        var header = try #require(
+            try JSONSerialization.jsonObject(with: current.subdata(in: 8..<(8 + length))) as? [String: Any])
+        header["formatVersion"] = 1
+        let json = try JSONSerialization.data(withJSONObject: header)
+        var old = Data()
+        var oldLength = UInt64(json.count).littleEndian
+        withUnsafeBytes(of: &oldLength) { old.append(contentsOf: $0) }
+        try (old + json + current.subdata(in: (8 + length)..<(current.count - 32))).write(to: url)
+        #expect(reason()?.contains("older facetrain (format 1)") == true, "\(reason() ?? "read")")
     }
 
     /// Writing renames a temporary file over the target: a device, pipe or folder there must be
@@ -116,6 +130,14 @@ struct CheckpointTests {
         }
         var status = stat()
         #expect(lstat(fifo.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)
+        let link = url.appendingPathExtension("link")
+        defer { unlink(link.path) }
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: fifo.path)
+        #expect {
+            try DurableFile.write(Data("x".utf8), to: link)
+        } throws: { error in
+            (error as? FileWriteError)?.reason.contains("symbolic link") == true
+        }
         defer { try? FileManager.default.removeItem(at: url) }
         try DurableFile.write(Data("first".utf8), to: url)
         try DurableFile.write(Data("second".utf8), to: url)

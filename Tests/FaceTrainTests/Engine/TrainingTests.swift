@@ -104,6 +104,18 @@ import Testing
         #expect(throws: TrainingError.self) { try trainer.restore(adamState) }
     }
 
+    /// The optimizer indexes its slots like the parameters: a slot of another shape (an edited or
+    /// foreign checkpoint) must be refused before any update reads past it.
+    @Test func optimizerSlotsOfTheWrongShapeAreRejected() throws {
+        var trainer = try Self.trainer(seed: 1, optimizer: AdamW())
+        try Self.run(steps: 0..<1, trainer: &trainer)
+        var state = trainer.state
+        let name = try #require(state.optimizer.slots.keys.sorted().first)
+        state.optimizer.slots[name] = Tensor(zeros: [1])
+        #expect(throws: TrainingError.self) { try trainer.restore(state) }
+        try trainer.restore(trainer.state)
+    }
+
     @Test func badBatchesAreRejected() throws {
         var trainer = try Self.trainer(seed: 1, optimizer: SGD())
         let images = Tensor(zeros: [2, 3, 8, 8])
