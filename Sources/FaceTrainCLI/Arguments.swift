@@ -13,7 +13,10 @@ func validBaseURL(_ text: String) -> Bool {
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
         url.host?.isEmpty == false, url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
     else { return false }
-    return !text.unicodeScalars.contains { $0.properties.isWhitespace || $0.properties.generalCategory == .control }
+    return !text.unicodeScalars.contains {
+        $0.properties.isWhitespace || $0.properties.generalCategory == .control
+            || "\"'<>\\`{}|^".unicodeScalars.contains($0)
+    }
 }
 
 /// `--base-url` of publish and rollback: where the app downloads `<version>/FaceClassifier.mlmodel` from.

@@ -87,6 +87,21 @@ struct FitCommandTests {
         #expect(
             failed.status == 1 && failed.standardError.contains("cannot write \(unwritable)"),
             "\(failed.standardError)")
+        // Outputs are checked before scoring (no half-written pair) and never land in a bundle.
+        let csv = data.deletingLastPathComponent().appendingPathComponent("p.csv")
+        let half = try CLIRunner.run([
+            "eval", "--model", models.appendingPathComponent("1").path, "--predictions", csv.path,
+            "--report", unwritable,
+        ])
+        #expect(half.status == 1 && !FileManager.default.fileExists(atPath: csv.path))
+        for inside in ["1/metrics.json", "1/report.html", "latest.json"] {
+            let target = models.appendingPathComponent(inside).path
+            let refused = try CLIRunner.run([
+                "eval", "--model", models.appendingPathComponent("1").path, "--predictions", target,
+            ])
+            #expect(refused.status == 1 && refused.standardError.contains("never changed"), "\(inside)")
+        }
+        #expect(try CLIRunner.run(["verify", models.appendingPathComponent("1").path]).status == 0)
 
         // eval on a folder: a folder the model does not know counts as unknown people.
         let probe = data.deletingLastPathComponent().appendingPathComponent("probe")
@@ -211,12 +226,16 @@ struct FitCommandTests {
         let url = folder.appendingPathComponent(name)
         let original = try Data(contentsOf: url)
 
+        // A killed run's half-written temporary file is cleaned up by the next run of the same fit.
+        let leftover = folder.appendingPathComponent(".\(name).tmp-999999")
+        try Data(count: 100).write(to: leftover)
         var damaged = original
         damaged[damaged.count / 2] ^= 0x10
         try damaged.write(to: url)
         let first = try CLIRunner.run(fit + ["--resume"])
         #expect(first.status == 1)
         #expect(first.standardError.contains("checksum"), "\(first.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: leftover.path))
 
         // Header length, JSON header, tensors, SHA-256: rewrite the header with impossible counts.
         let length = Int(original.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian)
@@ -278,5 +297,29 @@ struct FitCommandTests {
                 + Self.quickFit)
         #expect(fit.status == 1)
         #expect(fit.standardError.contains("no user folders"))
+    }
+
+    /// Two fits of the same data and options would write one checkpoint: the second is refused
+    /// while the first runs, and a models folder inside the data folder is refused outright.
+    @Test func secondFitOfTheSameCheckpointWaitsItsTurn() throws {
+        let data = try Self.syntheticData()
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let fit = ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit
+        let run = try CLIRunner.Background(fit, environment: [:])
+        let deadline = Date().addingTimeInterval(600)
+        while !run.standardOutput.contains("\"epoch\":1,") && run.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        let second = try CLIRunner.run(fit + ["--resume"])
+        kill(run.process.processIdentifier, SIGINT)
+        #expect(run.wait() == 1)
+        #expect(second.status == 1)
+        #expect(second.standardError.contains("another fit of the same data and options is running"))
+
+        for inside in [data, data.appendingPathComponent("models")] {
+            let refused = try CLIRunner.run(["fit", "--data", data.path, "--out", inside.path] + Self.quickFit)
+            #expect(refused.status == 64 && refused.standardError.contains("is inside --data"))
+        }
     }
 }

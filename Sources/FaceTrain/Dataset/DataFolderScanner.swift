@@ -217,13 +217,16 @@ struct DataFolderScanner {
                 problems.append(.reservedIdInMetadata(source: record.source, id: id))
                 continue
             }
-            // Names reach terminals, the report and the app: an escape or NUL there is never meant.
+            // Names reach terminals, the report and the app: an escape, NUL, line break or bidirectional
+            // override (which can make one name read as another) is never meant.
+            let invisible: Set<Unicode.GeneralCategory> = [.control, .format, .lineSeparator, .paragraphSeparator]
             for (field, text) in [("name", record.name), ("position", record.position)] {
-                if let scalar = text?.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+                if let scalar = text?.unicodeScalars.first(where: { invisible.contains($0.properties.generalCategory) })
+                {
                     problems.append(
                         .invalidMetadata(
                             path: record.source,
-                            reason: "the \(field) of user \(id) contains the control character U+"
+                            reason: "the \(field) of user \(id) contains the invisible or control character U+"
                                 + String(format: "%04X", scalar.value) + "; remove it"))
                 }
             }

@@ -144,18 +144,36 @@ public struct FileWriteError: Error, CustomStringConvertible {
 
 /// Writes files so that a crash leaves the old content or the new, never a mix.
 public enum DurableFile {
+    /// Throws unless `url` can take a new file: its folder exists, and the rename that installs the
+    /// file would not replace a device, pipe, folder, link, read-only file, or anything of a model
+    /// bundle or the models folder's `latest.json` (published versions are never changed).
+    public static func checkTarget(_ url: URL) throws {
+        func refuse(_ reason: String, _ hint: String = "choose a path for a new or ordinary file.") -> FileWriteError {
+            FileWriteError(path: url.path, reason: reason, hint: hint)
+        }
+        let folder = url.deletingLastPathComponent()
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else { throw refuse("its folder \(folder.path) does not exist", "create the folder first.") }
+        if FileManager.default.fileExists(atPath: folder.appendingPathComponent("manifest.json").path)
+            || url.lastPathComponent == "latest.json"
+        {
+            throw refuse("it is inside a model bundle or is a models folder's latest.json, which are never changed")
+        }
+        var status = stat()
+        guard lstat(url.path, &status) == 0 else { return }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG where status.st_mode & S_IWUSR == 0:
+            throw refuse("it is read-only; nothing was replaced")
+        case S_IFREG: return
+        case S_IFLNK: throw refuse("it is a symbolic link, which would be replaced; pass the path it points to")
+        default: throw refuse("it exists and is not a regular file (a folder, device or pipe); nothing was replaced")
+        }
+    }
+
     /// Writes `data` to a temporary sibling, fsyncs it, renames it over `url` and fsyncs the folder.
     public static func write(_ data: Data, to url: URL) throws {
-        // The rename would replace whatever is there: never a device, a pipe or a folder.
-        var status = stat()
-        if lstat(url.path, &status) == 0 && (status.st_mode & S_IFMT) != S_IFREG {
-            throw FileWriteError(
-                path: url.path,
-                reason: (status.st_mode & S_IFMT) == S_IFLNK
-                    ? "it is a symbolic link, which would be replaced; pass the path it points to"
-                    : "it exists and is not a regular file (a folder, device or pipe); nothing was replaced",
-                hint: "choose a path for a new or ordinary file.")
-        }
+        try checkTarget(url)
         let temporary = url.deletingLastPathComponent().appendingPathComponent(
             ".\(url.lastPathComponent).tmp-\(getpid())")
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)

@@ -44,6 +44,7 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
 public enum FitError: Error, CustomStringConvertible {
     case diverged(epoch: Int, batch: Int, loss: Float)
     case divergedHeldOut(epoch: Int, loss: Double)
+    case alreadyRunning(checkpoint: String)
     case interrupted(checkpoint: String)
     case noCheckpoint(path: String)
     case checkpointMismatch(path: String)
@@ -61,6 +62,9 @@ public enum FitError: Error, CustomStringConvertible {
         case .divergedHeldOut(let epoch, let loss):
             "training diverged: the held-out loss after epoch \(epoch) is \(loss) (the weights overflowed); "
                 + "no bundle was written. HINT: lower --learning-rate (the default is 0.003)."
+        case .alreadyRunning(let checkpoint):
+            "another fit of the same data and options is running (it holds \(checkpoint)); nothing was started. "
+                + "HINT: wait for it to finish, or stop it and run again with --resume."
         case .interrupted(let checkpoint):
             "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): "
                 + "run the same command with --resume to continue."

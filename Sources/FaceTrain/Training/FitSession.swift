@@ -31,6 +31,8 @@ public final class FitSession {
     public let checkpointURL: URL
     /// Class index of each label.
     let classIndex: [Int: Int]
+    /// Held from `run` until the checkpoint is removed: one fit per checkpoint at a time.
+    private var lock: FileLock?
 
     public init(dataset: FaceDataset, configuration: FitConfiguration, checkpointDirectory: URL) throws(FitError) {
         self.dataset = dataset
@@ -106,6 +108,7 @@ public final class FitSession {
     public func run(resume: Bool, observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> FitResult
     {
+        try lockCheckpoint()
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)  // the remainder waits for the next shuffle
         var trainer = try makeTrainer(batchCount: batchCount)
@@ -137,7 +140,7 @@ public final class FitSession {
                     slots[String(name.dropFirst(10))] = tensor
                 }
                 guard let state = checkpoint.header.trainer else {
-                    throw FitError.checkpointUnreadable(path: checkpointURL.path, reason: "no trainer state")
+                    throw TrainingError.stateMismatch("no trainer state")
                 }
                 try trainer.restore(
                     TrainingState(
@@ -145,7 +148,8 @@ public final class FitSession {
                         optimizer: OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots),
                         generators: state.generators))
             } catch {
-                throw .checkpointUnreadable(path: checkpointURL.path, reason: "\(error)")
+                let reason = if case TrainingError.stateMismatch(let reason) = error { reason } else { "\(error)" }
+                throw .checkpointUnreadable(path: checkpointURL.path, reason: reason)
             }
             history = checkpoint.header.history
             bestEpoch = checkpoint.header.bestEpoch
@@ -273,7 +277,8 @@ public final class FitSession {
                 tensors: try layer.parameterShapes.map { parameter in
                     guard let tensor = tensors["\(prefix)\(name).\(parameter.name)"], tensor.shape == parameter.shape
                     else {
-                        throw FitError.checkpointUnreadable(path: prefix, reason: "missing \(name).\(parameter.name)")
+                        throw TrainingError.stateMismatch(
+                            "no tensor \(prefix)\(name).\(parameter.name) of shape \(parameter.shape)")
                     }
                     return NamedTensor(name: parameter.name, tensor: tensor)
                 })
@@ -281,5 +286,35 @@ public final class FitSession {
     }
 
     /// Deletes the checkpoint once its fit has become a bundle.
-    public func removeCheckpoint() { try? FileManager.default.removeItem(at: checkpointURL) }
+    public func removeCheckpoint() {
+        try? FileManager.default.removeItem(at: checkpointURL)
+        try? FileManager.default.removeItem(at: lockURL)
+        lock?.release()
+        lock = nil
+    }
+
+    private var lockURL: URL { checkpointURL.appendingPathExtension("lock") }
+
+    /// Takes this checkpoint's lock (a second fit of the same data and options would overwrite its
+    /// checkpoint) and removes temporary files that killed runs left half-written.
+    private func lockCheckpoint() throws(FitError) {
+        guard lock == nil else { return }
+        let folder = checkpointURL.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            guard let acquired = try FileLock.acquire(lockURL, create: true, wait: false) else {
+                throw FitError.alreadyRunning(checkpoint: checkpointURL.path)
+            }
+            lock = acquired
+        } catch let error as FitError {
+            throw error
+        } catch {
+            throw .checkpointNotWritable(path: lockURL.path, reason: "\(error)")
+        }
+        let temporaryPrefix = "." + checkpointURL.lastPathComponent + ".tmp-"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        where name.hasPrefix(temporaryPrefix) {
+            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+    }
 }

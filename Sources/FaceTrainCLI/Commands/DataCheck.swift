@@ -23,6 +23,7 @@ struct DataCheck: Command {
         data = try arguments.required("data")
         var options = DataLoadOptions()
         options.minimumImages = try arguments.required("min-images")
+        guard options.minimumImages >= 1 else { throw UsageError(message: "--min-images must be at least 1") }
         options.skipBad = arguments.flag("skip-bad")
         self.options = options
         json = arguments.flag("json")

@@ -46,6 +46,8 @@ struct Eval: Command {
     }
 
     func run() throws -> ExitCode {
+        // Both outputs are checked before scoring, so a bad one leaves neither behind.
+        for output in [predictions, report].compactMap({ $0 }) { try DurableFile.checkTarget(output) }
         let bundle = try ModelBundle.open(ModelRepository.locateBundle(model, modelsDirectory: models))
         let input = bundle.model.definition.input
         var options = DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels)
@@ -151,7 +153,7 @@ struct Eval: Command {
         for prediction in run.predictions {
             let decided = rule.decide(prediction.probabilities)
             let path =
-                prediction.path.contains(",") || prediction.path.contains("\"")
+                prediction.path.contains(where: { ",\"\n\r".contains($0) })
                 ? "\"" + prediction.path.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : prediction.path
             text += "\(path),\(prediction.trueLabel),\(decided.label),\(decided.confidence)\n"
         }

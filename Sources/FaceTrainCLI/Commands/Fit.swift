@@ -42,6 +42,13 @@ struct Fit: Command {
         try arguments.expectPositionals(atMost: 0)
         data = URL(fileURLWithPath: try arguments.required("data"))
         out = URL(fileURLWithPath: try arguments.required("out"))
+        // Bundles inside the data folder would read as user folders on the next run.
+        let dataPath = data.resolvingSymlinksInPath().standardizedFileURL.path
+        let outPath = out.resolvingSymlinksInPath().standardizedFileURL.path
+        guard outPath != dataPath, !outPath.hasPrefix(dataPath.hasSuffix("/") ? dataPath : dataPath + "/") else {
+            throw UsageError(
+                message: "--out \(out.path) is inside --data \(data.path); put the models folder elsewhere")
+        }
         var configuration = FitConfiguration()
         configuration.epochs = try arguments.required("epochs")
         configuration.batchSize = try arguments.required("batch-size")
@@ -85,8 +92,8 @@ struct Fit: Command {
     func run() throws -> ExitCode {
         installInterruptHandler()
         let progress = ProgressPrinter(json: json)
-        try ModelRepository(directory: out).prepareForWriting()
         let dataset = try FaceDataset.load(from: data, options: loadOptions)
+        try ModelRepository(directory: out).prepareForWriting()
         for warning in dataset.report.warnings { printError("warning: \(warning)") }
         progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")
         let session = try FitSession(

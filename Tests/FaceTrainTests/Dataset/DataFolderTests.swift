@@ -102,11 +102,16 @@ struct DataFolderTests {
 
     @Test func controlCharactersInNamesAreProblems() throws {
         let folder = try TemporaryDataFolder.valid()
-        try folder.write("users.json", Data(#"[{"id": 3, "name": "Bo\u001b[31m"}, {"id": 4, "name": "Ann"}]"#.utf8))
+        try folder.write(
+            "users.json",
+            Data(
+                #"[{"id": 3, "name": "Bo\u001b[31m"}, {"id": 4, "name": "Ann"}, {"id": 6, "name": "Eve\u202eevA"}]"#
+                    .utf8))
         try folder.write("5/user.json", Data(#"{"name": "Cy", "position": "line\nbreak"}"#.utf8))
         let report = FaceDataset.check(folder.root, options: options)
         let messages = report.problems.filter { $0.kind == "invalid_metadata" }.map(\.message)
-        #expect(messages.count == 2)
+        #expect(messages.count == 3)
+        #expect(messages.contains { $0.contains("U+202E") })
         #expect(messages.contains { $0.contains("users.json entry 1") && $0.contains("U+001B") })
         #expect(messages.contains { $0.contains("position of user 5") && $0.contains("U+000A") })
     }
