@@ -117,5 +117,30 @@ struct FaceTrainCommand {
 
 /// Writes a line to standard error.
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    FileHandle.standardError.write(Data((terminalSafe(text) + "\n").utf8))
+}
+
+/// Every line the command line prints to standard output comes here (it is preferred over
+/// `Swift.print` for a single string), so that no file or user name can reach the terminal raw.
+func print(_ text: String) {
+    Swift.print(terminalSafe(text))
+}
+
+/// `text` with control characters other than line breaks, carriage returns and tabs shown as
+/// `\u{1B}`: an escape sequence in a file name could otherwise clear the screen or hide a warning.
+func terminalSafe(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: isHidden) else { return text }
+    var result = ""
+    for scalar in text.unicodeScalars {
+        if isHidden(scalar) {
+            result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+        } else {
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
+}
+
+private func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.properties.generalCategory == .control && !["\n", "\r", "\t"].contains(scalar)
 }

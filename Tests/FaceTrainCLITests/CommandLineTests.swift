@@ -104,4 +104,18 @@ struct CommandLineTests {
         #expect((unreadable?["message"] as? String)?.contains("Permission denied") == true, "\(problems)")
         #expect(!problems.contains { $0["kind"] as? String == "empty_user" })
     }
+
+    /// A file name with an escape sequence is printed visibly, never sent to the terminal raw.
+    @Test func escapeSequencesInFileNamesAreShownNotSent() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-esc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("3"), withIntermediateDirectories: true)
+        try Data("not an image".utf8).write(to: root.appendingPathComponent("3/\u{1B}[2Jclear.jpg"))
+        let output = try CLIRunner.run(["data", "check", "--data", root.path])
+        #expect(output.status == 1)
+        let text = output.standardOutput + output.standardError
+        #expect(text.contains("\\u{1B}[2Jclear.jpg"), "\(text)")
+        #expect(!text.unicodeScalars.contains("\u{1B}"))
+    }
 }

@@ -119,18 +119,29 @@ enum FileSystem {
 
     /// Names in a directory, without "." and "..".
     static func entries(of url: URL) throws -> [String] {
+        let listing = try listing(of: url)
+        return (listing.names + listing.notUTF8).sorted()
+    }
+
+    /// Entry names, apart from those whose bytes are not UTF-8 (shown with U+FFFD in `notUTF8`):
+    /// such a name cannot be passed back to the file system through a Swift string.
+    static func listing(of url: URL) throws -> (names: [String], notUTF8: [String]) {
         guard let directory = opendir(url.path) else {
             throw BundleError.io(operation: "list", path: url.path, code: errno)
         }
         defer { closedir(directory) }
         var names: [String] = []
+        var notUTF8: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            let (name, valid) = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) {
+                    (String(cString: $0), String(validatingCString: $0) != nil)
+                }
             }
-            if name != "." && name != ".." { names.append(name) }
+            if name == "." || name == ".." { continue }
+            if valid { names.append(name) } else { notUTF8.append(name) }
         }
-        return names.sorted()
+        return (names.sorted(), notUTF8.sorted())
     }
 
     /// Removes a file or a directory tree without following symbolic links.

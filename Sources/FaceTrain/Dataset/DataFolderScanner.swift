@@ -36,7 +36,7 @@ struct DataFolderScanner {
         // Root level: one folder per class, users.json, nothing else.
         var classFolders: [Int: URL] = [:]
         var metadata: [RawUser] = []
-        let rootEntries = visibleEntries(of: root, problems: &problems)
+        let rootEntries = visibleEntries(of: root, problems: &problems, warnings: &warnings)
         guard problems.isEmpty else {  // nothing else can be judged in a folder that cannot be listed
             return finish(problems: problems, warnings: [], samples: [], classFolders: [:], users: [])
         }
@@ -64,7 +64,7 @@ struct DataFolderScanner {
         var unlistable = Set<Int>()
         for (label, folder) in classFolders.sorted(by: { $0.key < $1.key }) {
             let known = problems.count
-            let entries = visibleEntries(of: folder, problems: &problems)
+            let entries = visibleEntries(of: folder, problems: &problems, warnings: &warnings)
             if problems.count > known { unlistable.insert(label) }
             for name in entries {
                 let url = folder.appendingPathComponent(name)
@@ -286,9 +286,21 @@ struct DataFolderScanner {
 
     /// Names of a folder's entries, hidden ones (".DS_Store", ".git") left out, sorted; a folder
     /// that cannot be listed is a problem of its own, not an empty class.
-    private func visibleEntries(of folder: URL, problems: inout [DataProblem]) -> [String] {
+    private func visibleEntries(of folder: URL, problems: inout [DataProblem], warnings: inout [DataWarning])
+        -> [String]
+    {
         do {
-            return try FileSystem.entries(of: folder).filter { !$0.hasPrefix(".") }
+            let listing = try FileSystem.listing(of: folder)
+            for name in listing.notUTF8 where !name.hasPrefix(".") {
+                let path = folder.appendingPathComponent(name).path
+                let reason = "its name is not valid UTF-8 (shown with \u{FFFD}); rename it"
+                if options.skipBad {
+                    warnings.append(DataWarning(kind: "skipped_image", path: path, message: "skipped: \(reason)"))
+                } else {
+                    problems.append(.unreadableImage(path: path, reason: reason))
+                }
+            }
+            return listing.names.filter { !$0.hasPrefix(".") }
         } catch {
             let reason =
                 if case BundleError.io(_, _, let code) = error { String(cString: strerror(code)) } else { "\(error)" }

@@ -116,6 +116,27 @@ struct DataFolderTests {
         #expect(messages.contains { $0.contains("position of user 5") && $0.contains("U+000A") })
     }
 
+    /// A name whose bytes are not UTF-8 cannot round-trip through a Swift string: it is named as
+    /// such instead of "no such file", and --skip-bad turns it into a warning.
+    @Test func fileNamesThatAreNotUTF8AreNamed() throws {
+        let folder = try TemporaryDataFolder.valid()
+        let bytes = Array(folder.root.appendingPathComponent("3/ok").path.utf8) + [0xFF] + Array(".pgm".utf8) + [0]
+        let image = TemporaryDataFolder.pgm(seed: 4_242)
+        let descriptor = bytes.withUnsafeBufferPointer {
+            $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) }
+        }
+        #expect(descriptor >= 0)
+        _ = image.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        let problems = FaceDataset.check(folder.root, options: options).problems
+        #expect(problems.count == 1)
+        #expect(problems.first?.message.contains("not valid UTF-8") == true, "\(problems)")
+        var lenient = options
+        lenient.skipBad = true
+        let dataset = try FaceDataset.load(from: folder.root, options: lenient)
+        #expect(dataset.report.warnings.contains { $0.kind == "skipped_image" && $0.message.contains("UTF-8") })
+    }
+
     @Test func onlyNegativeClassesIsAProblem() throws {
         let folder = try TemporaryDataFolder.valid(users: 0)
         let report = FaceDataset.check(folder.root, options: options)
