@@ -112,6 +112,8 @@ struct FitCommandTests {
             try FileManager.default.copyItem(
                 at: data.appendingPathComponent("2/\(name)"), to: probe.appendingPathComponent("stranger/\(name)"))
         }
+        let truncated = probe.appendingPathComponent("stranger/cut.jpg")
+        try Data([0xFF, 0xD8]).write(to: truncated)
         let probeEval = try CLIRunner.run([
             "eval", "--model", models.appendingPathComponent("1").path, "--data", probe.path, "--json",
         ])
@@ -120,6 +122,13 @@ struct FitCommandTests {
             (try JSONSerialization.jsonObject(with: Data(probeEval.standardOutput.utf8)) as? [String: Any])?["counts"]
             as? [String: Int]
         #expect(counts?["unknown"] == 5)
+        // The unreadable crop is left out of the scores, and said so in the JSON and on stderr.
+        let notScored =
+            (try JSONSerialization.jsonObject(with: Data(probeEval.standardOutput.utf8)) as? [String: Any])?[
+                "not_scored"] as? [[String: String]]
+        #expect(notScored?.count == 1 && notScored?.first?["path"] == truncated.path)
+        #expect(notScored?.first?["reason"]?.contains("truncated") == true, "\(notScored ?? [])")
+        #expect(probeEval.standardError.contains(truncated.path))
     }
 
     @Test func divergingRunFailsCleanlyAndWritesNoBundle() throws {

@@ -110,6 +110,13 @@ public enum ImageDecoder {
     static func decode(bytes: UnsafeRawBufferPointer, name: String, limits: Limits) throws(ImageError) -> Image {
         guard !bytes.isEmpty else { throw .empty(file: name) }
         guard let format = ImageFormat(signature: bytes) else {
+            // The start of a JPEG or PNG signature that stops early is a cut file, not another format.
+            let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF]
+            let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+            for (signature, format) in [(jpeg, ImageFormat.jpeg), (png, .png)]
+            where bytes.count < signature.count && signature.starts(with: bytes) {
+                throw .truncated(file: name, format: format, detail: "it ends after \(bytes.count) bytes")
+            }
             throw .notAnImage(file: name, reason: unknownFormatReason(bytes))
         }
         switch format {

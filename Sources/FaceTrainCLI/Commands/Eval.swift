@@ -54,6 +54,7 @@ struct Eval: Command {
         options.forEvaluation = true
         options.skipBad = true
         let samples: [FaceSample]
+        var notScored: [DataWarning] = []
         let metricsDocument =
             (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap {
                 try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
@@ -61,9 +62,8 @@ struct Eval: Command {
         if let data {
             let dataset = try FaceDataset.load(from: data, options: options)
             // Unreadable crops are left out of the scores, never silently.
-            for warning in dataset.report.warnings where warning.kind == "skipped_image" {
-                printError("warning: \(warning) (not scored)")
-            }
+            notScored = dataset.report.warnings.filter { $0.kind == "skipped_image" }
+            for warning in notScored { printError("warning: \(warning) (not scored)") }
             samples = dataset.samples
         } else {
             guard case .string(let folder)? = bundle.manifest.training["data"],
@@ -91,6 +91,7 @@ struct Eval: Command {
             object["target_far"] = targetFalseAcceptRate
             object["threshold_sweep"] = try JSONSerialization.jsonObject(with: JSONText.data(run.sweep))
             object["model"] = bundle.directory.path
+            object["not_scored"] = notScored.map { ["path": $0.path, "reason": $0.message] }
             print(
                 String(
                     decoding: try JSONSerialization.data(

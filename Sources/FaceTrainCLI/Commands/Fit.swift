@@ -94,7 +94,13 @@ struct Fit: Command {
         let progress = ProgressPrinter(json: json)
         let dataset = try FaceDataset.load(from: data, options: loadOptions)
         try ModelRepository(directory: out).prepareForWriting()
-        for warning in dataset.report.warnings { printError("warning: \(warning)") }
+        for warning in dataset.report.warnings {
+            if json {
+                progress.event("warning", ["kind": warning.kind, "path": warning.path, "message": warning.message])
+            } else {
+                printError("warning: \(warning)")
+            }
+        }
         progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")
         let session = try FitSession(
             dataset: dataset, configuration: configuration,
