@@ -272,15 +272,22 @@ final class HDF5File {
             return type
         }
 
-        /// A variable-length UTF-8 string attribute: an array, or a scalar when `scalar` is true.
+        /// A fixed-length, NUL-terminated UTF-8 string attribute: an array, or a scalar when `scalar` is
+        /// true. Fixed length keeps the strings in the attribute itself: variable-length ones live in
+        /// libhdf5's global heap, whose reader trusts the lengths a damaged file claims.
         func writeStrings(_ name: String, _ values: [String], scalar: Bool = false) throws {
-            let type = Group.variableStringType()
+            let size = (values.map(\.utf8.count).max() ?? 0) + 1
+            let type = H5Tcopy(chdf5_c_s1())
             defer { H5Tclose(type) }
-            let copies = values.map { strdup($0) }
-            defer { for copy in copies { free(copy) } }
-            var pointers = copies.map { UnsafePointer<CChar>($0) }
+            H5Tset_size(type, size)
+            H5Tset_strpad(type, H5T_STR_NULLTERM)
+            H5Tset_cset(type, H5T_CSET_UTF8)
+            var bytes = [UInt8](repeating: 0, count: size * values.count)
+            for (index, value) in values.enumerated() {
+                bytes.replaceSubrange((index * size)..<(index * size + value.utf8.count), with: value.utf8)
+            }
             try writeAttribute(name, type: type, count: scalar ? nil : values.count) { attribute in
-                pointers.withUnsafeMutableBufferPointer { H5Awrite(attribute, type, $0.baseAddress) }
+                bytes.withUnsafeBytes { H5Awrite(attribute, type, $0.baseAddress) }
             }
         }
 
@@ -332,9 +339,9 @@ final class HDF5File {
                 throw Failure(
                     operation: "read attribute", object: object, detail: "it claims \(count) strings of \(size) bytes")
             }
-            let memoryType = H5Tcopy(chdf5_c_s1())
+            // The file's own string type in memory: no padding or character-set conversion.
+            let memoryType = H5Tcopy(fileType)
             defer { H5Tclose(memoryType) }
-            H5Tset_size(memoryType, size)
             var bytes = [UInt8](repeating: 0, count: count * size)
             try HDF5File.check(H5Aread(attribute, memoryType, &bytes), "read attribute", object)
             return (0..<count).map { index in
