@@ -130,6 +130,17 @@ struct BundleCommandTests {
         try published.write(to: pointerURL)
         #expect(try CLIRunner.run(["verify", "--models", models.path]).status == 0)
 
+        // A new CDN for the published version re-points it; the same URL again changes nothing.
+        for _ in 0..<2 {
+            let moved = try CLIRunner.run([
+                "publish", "2", "--models", models.path, "--base-url", "https://cdn2.example.com/m/",
+            ])
+            #expect(moved.status == 0, "\(moved.standardError)")
+        }
+        let movedPointer = try #require(try ModelRepository(directory: models).latestPointer())
+        #expect(movedPointer.version == 2 && movedPointer.url == "https://cdn2.example.com/m/2/FaceClassifier.mlmodel")
+        #expect(try CLIRunner.run(["verify", "--models", models.path]).status == 0)
+
         let rolled = try CLIRunner.run(["rollback", "1", "--models", models.path])
         #expect(rolled.status == 0)
         #expect(rolled.standardOutput.contains("latest.json -> version 1 (was 2)"))

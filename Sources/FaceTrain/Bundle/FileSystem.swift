@@ -98,6 +98,10 @@ enum FileSystem {
     /// Replaces the file at `url` in one step: a temporary file next to it, fsync, rename, and
     /// an fsync of the directory. `beforeRename` runs between the last two (tests pause there).
     static func replaceAtomically(_ data: Data, at url: URL, beforeRename: (() -> Void)? = nil) throws {
+        // Only a regular file is replaced: a link, pipe or folder there was not put by facetrain.
+        if kind(at: url) != .missing && kind(at: url) != .regular {
+            throw BundleError.io(operation: "replace (it is not a regular file)", path: url.path, code: EEXIST)
+        }
         let directory = url.deletingLastPathComponent()
         let temporary = directory.appendingPathComponent(temporaryName(for: url.lastPathComponent))
         try writeNewFile(data, to: temporary)

@@ -168,9 +168,18 @@ extension ModelRepository {
             }
             if let current {
                 if current.version == version {
+                    // Moving the download (a new CDN) re-points the same version; nothing else changes.
+                    let moved = try makePointer(
+                        for: candidate, action: "publish", previous: current.previousVersion, baseURL: baseURL)
+                    guard baseURL != nil, moved.url != current.url else {
+                        return PublishOutcome(
+                            pointer: current, skipped: [], notes: ["version \(version) is already published"],
+                            unchanged: true)
+                    }
+                    try writePointer(moved, beforeRename: beforeRename)
                     return PublishOutcome(
-                        pointer: current, skipped: [], notes: ["version \(version) is already published"],
-                        unchanged: true)
+                        pointer: moved, skipped: [], notes: ["version \(version) now downloads from \(moved.url)"],
+                        unchanged: false)
                 }
                 if current.version > version {
                     throw PublishRefused(
