@@ -27,6 +27,16 @@ struct FitCommandTests {
     /// Long enough that a run can be killed part-way.
     static let longFit = ["--epochs", "60", "--batch-size", "16", "--input-size", "32", "--width", "8"]
 
+    /// Starts `arguments` (a fit with `--json`) in the background and returns once `epoch` is done.
+    static func backgroundFit(_ arguments: [String], afterEpoch epoch: Int) throws -> CLIRunner.Background {
+        let run = try CLIRunner.Background(arguments, environment: [:])
+        let deadline = Date().addingTimeInterval(600)
+        while !run.standardOutput.contains("\"epoch\":\(epoch),") && run.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return run
+    }
+
     static func versions(in models: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: models.path)) ?? []).filter { Int($0) != nil }.sorted()
     }
@@ -151,12 +161,8 @@ struct FitCommandTests {
         let uninterrupted = try CLIRunner.run(["fit", "--data", data.path, "--out", straight.path] + Self.longFit)
         #expect(uninterrupted.status == 0, "\(uninterrupted.standardError)")
 
-        let run = try CLIRunner.Background(
-            ["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.longFit, environment: [:])
-        let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":3,") && run.process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        let run = try Self.backgroundFit(
+            ["fit", "--data", data.path, "--out", resumed.path, "--json"] + Self.longFit, afterEpoch: 3)
         #expect(run.process.isRunning, "fit ended before it could be killed: \(run.standardError)")
         run.kill()
         #expect(Self.versions(in: resumed).isEmpty)
@@ -175,12 +181,8 @@ struct FitCommandTests {
         let data = try Self.syntheticData()
         let models = data.deletingLastPathComponent().appendingPathComponent("models")
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
-        let run = try CLIRunner.Background(
-            ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit, environment: [:])
-        let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        let run = try Self.backgroundFit(
+            ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit, afterEpoch: 2)
         kill(run.process.processIdentifier, SIGINT)
         #expect(run.wait() == 1)
         #expect(run.standardError.contains("interrupted") && run.standardError.contains("--resume"))
@@ -222,11 +224,7 @@ struct FitCommandTests {
         let models = data.deletingLastPathComponent().appendingPathComponent("models")
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
         let fit = ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit
-        let run = try CLIRunner.Background(fit, environment: [:])
-        let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":2,") && run.process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        let run = try Self.backgroundFit(fit, afterEpoch: 2)
         kill(run.process.processIdentifier, SIGINT)
         #expect(run.wait() == 1)
         let folder = models.appendingPathComponent(".checkpoints")
@@ -315,11 +313,7 @@ struct FitCommandTests {
         let models = data.deletingLastPathComponent().appendingPathComponent("models")
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
         let fit = ["fit", "--data", data.path, "--out", models.path, "--json"] + Self.longFit
-        let run = try CLIRunner.Background(fit, environment: [:])
-        let deadline = Date().addingTimeInterval(600)
-        while !run.standardOutput.contains("\"epoch\":1,") && run.process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        let run = try Self.backgroundFit(fit, afterEpoch: 1)
         let second = try CLIRunner.run(fit + ["--resume"])
         kill(run.process.processIdentifier, SIGINT)
         #expect(run.wait() == 1)
