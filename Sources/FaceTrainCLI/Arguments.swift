@@ -6,12 +6,28 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
+/// `url` with every symbolic link resolved, also when its last components do not exist yet (the
+/// links of the deepest existing folder still count).
+func realPath(_ url: URL) -> String {
+    var existing = url.standardizedFileURL
+    var missing: [String] = []
+    while !FileManager.default.fileExists(atPath: existing.path) && existing.path != "/" {
+        missing.insert(existing.lastPathComponent, at: 0)
+        existing.deleteLastPathComponent()
+    }
+    var resolved = existing.resolvingSymlinksInPath()
+    for component in missing { resolved.appendPathComponent(component) }
+    return resolved.standardizedFileURL.path
+}
+
 /// Whether `text` is an absolute http(s) URL with a host, without query, fragment or credentials.
 func validBaseURL(_ text: String) -> Bool {
     // The version's path is appended, so a query or fragment would swallow it; credentials would
     // be served to every phone with latest.json.
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-        url.host?.isEmpty == false, url.query == nil, url.fragment == nil, url.user == nil, url.password == nil
+        url.host?.isEmpty == false, url.query == nil, url.fragment == nil, url.user == nil, url.password == nil,
+        (1...65535).contains(url.port ?? 443),
+        !url.path.split(separator: "/").contains(where: { $0 == "." || $0 == ".." })
     else { return false }
     return !text.unicodeScalars.contains {
         $0.properties.isWhitespace || $0.properties.generalCategory == .control

@@ -126,8 +126,9 @@ func print(_ text: String) {
     Swift.print(terminalSafe(text))
 }
 
-/// `text` with control characters other than line breaks, carriage returns and tabs shown as
-/// `\u{1B}`: an escape sequence in a file name could otherwise clear the screen or hide a warning.
+/// `text` with hidden controls (see `isHiddenControl`) other than line breaks, carriage returns and
+/// tabs shown as `\u{1B}`: an escape sequence or a bidirectional override in a file name could
+/// otherwise clear the screen, hide a warning or make one name read as another.
 func terminalSafe(_ text: String) -> String {
     guard text.unicodeScalars.contains(where: isHidden) else { return text }
     var result = ""
@@ -142,5 +143,5 @@ func terminalSafe(_ text: String) -> String {
 }
 
 private func isHidden(_ scalar: Unicode.Scalar) -> Bool {
-    scalar.properties.generalCategory == .control && !["\n", "\r", "\t"].contains(scalar)
+    scalar.isHiddenControl && !["\n", "\r", "\t"].contains(scalar)
 }

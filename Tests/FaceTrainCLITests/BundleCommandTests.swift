@@ -180,7 +180,7 @@ struct BundleCommandTests {
             "javascript:alert(1)//", " ", "ftp://host/models", "https://", "models/../..",
             "https://cdn.example.com/m?sig=1",
             "https://user:secret@cdn.example.com/m", "https://cdn.example.com/m#x", "https://cdn.example.com/\"m\"",
-            "https://cdn.example.com/<script>",
+            "https://cdn.example.com/<script>", "https://cdn.example.com:99999/m", "https://cdn.example.com/m/../..",
         ] {
             let refused = try CLIRunner.run(["publish", "1", "--base-url", url])
             #expect(refused.status == 64, "\(url)")

@@ -112,10 +112,12 @@ struct CommandLineTests {
         try FileManager.default.createDirectory(
             at: root.appendingPathComponent("3"), withIntermediateDirectories: true)
         try Data("not an image".utf8).write(to: root.appendingPathComponent("3/\u{1B}[2Jclear.jpg"))
+        try Data("not an image".utf8).write(to: root.appendingPathComponent("3/b\u{202E}gpj.jpg"))
         let output = try CLIRunner.run(["data", "check", "--data", root.path])
         #expect(output.status == 1)
         let text = output.standardOutput + output.standardError
         #expect(text.contains("\\u{1B}[2Jclear.jpg"), "\(text)")
-        #expect(!text.unicodeScalars.contains("\u{1B}"))
+        #expect(!text.unicodeScalars.contains("\u{1B}") && !text.unicodeScalars.contains("\u{202E}"))
+        #expect(text.contains("b\\u{202E}gpj.jpg"))
     }
 }

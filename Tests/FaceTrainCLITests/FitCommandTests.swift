@@ -104,14 +104,26 @@ struct FitCommandTests {
             "--report", unwritable,
         ])
         #expect(half.status == 1 && !FileManager.default.fileExists(atPath: csv.path))
-        for inside in ["1/metrics.json", "1/report.html", "latest.json"] {
+        for (inside, says) in [
+            ("1/metrics.json", "model bundle"), ("1/report.html", "model bundle"),
+            ("latest.json", "publish and rollback"),
+        ] {
             let target = models.appendingPathComponent(inside).path
             let refused = try CLIRunner.run([
                 "eval", "--model", models.appendingPathComponent("1").path, "--predictions", target,
             ])
-            #expect(refused.status == 1 && refused.standardError.contains("never changed"), "\(inside)")
+            #expect(refused.status == 1 && refused.standardError.contains(says), "\(inside)")
         }
         #expect(try CLIRunner.run(["verify", models.appendingPathComponent("1").path]).status == 0)
+        // Ordinary folders are not mistaken for them: a web app's manifest.json, a report named latest.json.
+        let web = data.deletingLastPathComponent().appendingPathComponent("web")
+        try FileManager.default.createDirectory(at: web, withIntermediateDirectories: true)
+        try Data("{}".utf8).write(to: web.appendingPathComponent("manifest.json"))
+        let ordinary = try CLIRunner.run([
+            "eval", "--model", models.appendingPathComponent("1").path, "--predictions",
+            web.appendingPathComponent("latest.json").path, "--report", web.appendingPathComponent("r.html").path,
+        ])
+        #expect(ordinary.status == 0, "\(ordinary.standardError)")
 
         // eval on a folder: a folder the model does not know counts as unknown people.
         let probe = data.deletingLastPathComponent().appendingPathComponent("probe")
@@ -320,7 +332,9 @@ struct FitCommandTests {
         #expect(second.status == 1)
         #expect(second.standardError.contains("another fit of the same data and options is running"))
 
-        for inside in [data, data.appendingPathComponent("models")] {
+        let link = data.deletingLastPathComponent().appendingPathComponent("data-link")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: data)
+        for inside in [data, data.appendingPathComponent("models"), link.appendingPathComponent("new/models")] {
             let refused = try CLIRunner.run(["fit", "--data", data.path, "--out", inside.path] + Self.quickFit)
             #expect(refused.status == 64 && refused.standardError.contains("is inside --data"))
         }

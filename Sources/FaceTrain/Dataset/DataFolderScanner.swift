@@ -219,10 +219,8 @@ struct DataFolderScanner {
             }
             // Names reach terminals, the report and the app: an escape, NUL, line break or bidirectional
             // override (which can make one name read as another) is never meant.
-            let invisible: Set<Unicode.GeneralCategory> = [.control, .format, .lineSeparator, .paragraphSeparator]
             for (field, text) in [("name", record.name), ("position", record.position)] {
-                if let scalar = text?.unicodeScalars.first(where: { invisible.contains($0.properties.generalCategory) })
-                {
+                if let scalar = text?.unicodeScalars.first(where: \.isHiddenControl) {
                     problems.append(
                         .invalidMetadata(
                             path: record.source,

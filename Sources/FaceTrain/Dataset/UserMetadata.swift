@@ -85,3 +85,17 @@ struct RawUser {
     var position: String?
     var source: String
 }
+
+extension Unicode.Scalar {
+    /// Control characters, line and paragraph separators, bidirectional controls and invisible
+    /// spaces: in a name or a file name they can move the cursor, break lines, or make one text
+    /// read as another. Joiners (U+200C, U+200D) and the soft hyphen are ordinary spelling.
+    public var isHiddenControl: Bool {
+        switch properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: return true
+        default:
+            return [0x061C, 0x200B, 0x200E, 0x200F, 0x2060, 0xFEFF].contains(value)
+                || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+        }
+    }
+}

@@ -155,10 +155,15 @@ public enum DurableFile {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue
         else { throw refuse("its folder \(folder.path) does not exist", "create the folder first.") }
-        if FileManager.default.fileExists(atPath: folder.appendingPathComponent("manifest.json").path)
-            || url.lastPathComponent == "latest.json"
-        {
-            throw refuse("it is inside a model bundle or is a models folder's latest.json, which are never changed")
+        // A bundle holds its manifest and checksums; a models folder its version counter.
+        let exists = { (name: String) in
+            FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path)
+        }
+        if exists("manifest.json") && exists("SHA256SUMS") {
+            throw refuse("it is inside a model bundle, which is never changed")
+        }
+        if url.lastPathComponent == "latest.json" && exists(".last-version") {
+            throw refuse("it is the models folder's latest.json, which only publish and rollback write")
         }
         var status = stat()
         guard lstat(url.path, &status) == 0 else { return }

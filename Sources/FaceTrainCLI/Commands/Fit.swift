@@ -43,8 +43,8 @@ struct Fit: Command {
         data = URL(fileURLWithPath: try arguments.required("data"))
         out = URL(fileURLWithPath: try arguments.required("out"))
         // Bundles inside the data folder would read as user folders on the next run.
-        let dataPath = data.resolvingSymlinksInPath().standardizedFileURL.path
-        let outPath = out.resolvingSymlinksInPath().standardizedFileURL.path
+        let dataPath = realPath(data)
+        let outPath = realPath(out)
         guard outPath != dataPath, !outPath.hasPrefix(dataPath.hasSuffix("/") ? dataPath : dataPath + "/") else {
             throw UsageError(
                 message: "--out \(out.path) is inside --data \(data.path); put the models folder elsewhere")

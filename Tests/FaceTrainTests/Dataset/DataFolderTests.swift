@@ -105,7 +105,7 @@ struct DataFolderTests {
         try folder.write(
             "users.json",
             Data(
-                #"[{"id": 3, "name": "Bo\u001b[31m"}, {"id": 4, "name": "Ann"}, {"id": 6, "name": "Eve\u202eevA"}]"#
+                #"[{"id": 3, "name": "Bo\u001b[31m"}, {"id": 4, "name": "Mohammad\u200cReza"}, {"id": 6, "name": "Eve\u202eevA"}]"#
                     .utf8))
         try folder.write("5/user.json", Data(#"{"name": "Cy", "position": "line\nbreak"}"#.utf8))
         let report = FaceDataset.check(folder.root, options: options)
@@ -114,6 +114,8 @@ struct DataFolderTests {
         #expect(messages.contains { $0.contains("U+202E") })
         #expect(messages.contains { $0.contains("users.json entry 1") && $0.contains("U+001B") })
         #expect(messages.contains { $0.contains("position of user 5") && $0.contains("U+000A") })
+        // A zero-width non-joiner is ordinary spelling (Persian), not a hidden control.
+        #expect(!messages.contains { $0.contains("U+200C") })
     }
 
     /// A name whose bytes are not UTF-8 cannot round-trip through a Swift string: it is named as
