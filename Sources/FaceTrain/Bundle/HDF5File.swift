@@ -291,7 +291,20 @@ final class HDF5File {
             }
         }
 
-        /// A scalar variable-length UTF-8 string attribute.
+        /// A variable-length UTF-8 string attribute array, as earlier builds of facetrain wrote them. Kept
+        /// only so tests can write such a file and prove that `readStrings` still reads it.
+        func writeVariableLengthStrings(_ name: String, _ values: [String]) throws {
+            let type = Group.variableStringType()
+            defer { H5Tclose(type) }
+            let copies = values.map { strdup($0) }
+            defer { for copy in copies { free(copy) } }
+            var pointers = copies.map { UnsafePointer<CChar>($0) }
+            try writeAttribute(name, type: type, count: values.count) { attribute in
+                pointers.withUnsafeMutableBufferPointer { H5Awrite(attribute, type, $0.baseAddress) }
+            }
+        }
+
+        /// A scalar fixed-length UTF-8 string attribute.
         func writeString(_ name: String, _ value: String) throws { try writeStrings(name, [value], scalar: true) }
 
         /// A little-endian int32 attribute: an array, or a scalar when `scalar` is true.

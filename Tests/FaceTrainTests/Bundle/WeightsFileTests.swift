@@ -67,6 +67,28 @@ struct WeightsFileTests {
         }
     }
 
+    /// New files hold fixed-length strings (a damaged variable-length one crashed libhdf5); bundles
+    /// written before with variable-length strings must still read.
+    @Test func fixedAndVariableLengthStringsBothRead() throws {
+        let directory = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("strings.h5")
+        let names = ["1", "2", "17", "Zoë", ""]
+        let read = try HDF5File.withLibrary {
+            let file = try HDF5File.create(at: url.path)
+            try file.root.writeStrings("fixed", names)
+            try file.root.writeVariableLengthStrings("variable", names)
+            try file.root.writeString("scalar", "ref-small")
+            try file.close()
+            let opened = try HDF5File.open(at: url.path)
+            defer { try? opened.close() }
+            return try ["fixed", "variable", "scalar"].map { try opened.root.readStrings($0) }
+        }
+        #expect(read == [names, names, ["ref-small"]])
+        let dump = try BundleFixture.run("/usr/bin/h5dump", ["-A", url.path])
+        #expect(dump.output.contains("STRSIZE 5;") && dump.output.contains("STRSIZE H5T_VARIABLE;"))
+    }
+
     @Test func missingDatasetIsNamed() throws {
         let directory = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
