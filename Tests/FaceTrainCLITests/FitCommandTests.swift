@@ -163,6 +163,11 @@ struct FitCommandTests {
         #expect(fit.standardError.contains("diverged") && fit.standardError.contains("--learning-rate"))
         #expect(!fit.standardError.contains("Fatal error"))
         #expect(Self.versions(in: models).isEmpty)
+        // So large that the weights overflow within an epoch: said as divergence, not as a file error.
+        let huge = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--learning-rate", "1e300"] + Self.quickFit)
+        #expect(huge.status == 1 && huge.standardError.contains("training diverged"), "\(huge.standardError)")
+        #expect(!huge.standardError.contains("cannot write"))
     }
 
     @Test func resumeAfterSIGKILLEndsWithTheSameModel() throws {

@@ -116,8 +116,11 @@ enum FileSystem {
 
     /// ".<name>.tmp-<pid>-<random>": hidden, and recognisable as stale by `isTemporaryName`.
     static func temporaryName(for name: String) -> String {
-        ".\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        temporaryPrefix(for: name) + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     }
+
+    /// What every temporary file written on the way to `name` starts with.
+    static func temporaryPrefix(for name: String) -> String { ".\(name).tmp-" }
 
     static func isTemporaryName(_ name: String) -> Bool { name.hasPrefix(".") && name.contains(".tmp-") }
 

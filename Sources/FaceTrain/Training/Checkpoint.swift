@@ -75,16 +75,14 @@ struct Checkpoint {
             }
             throw unreadable("its checksum does not match: the file is damaged")
         }
-        let length = body.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian
-        guard length > 0, length <= UInt64(body.count - 8) else { throw unreadable("bad header length") }
-        let headerEnd = body.startIndex + 8 + Int(length)
-        guard let header = try? JSONDecoder().decode(Header.self, from: body[(body.startIndex + 8)..<headerEnd]) else {
+        guard let headerRange = headerRange(in: body) else { throw unreadable("bad header length") }
+        guard let header = try? JSONDecoder().decode(Header.self, from: body[headerRange]) else {
             throw unreadable("bad header")
         }
         guard header.formatVersion == formatVersion else {
             throw unreadable("format version \(header.formatVersion), this facetrain reads \(formatVersion)")
         }
-        var offset = headerEnd
+        var offset = headerRange.upperBound
         var tensors: [String: Tensor] = [:]
         for entry in header.tensors {
             guard let count = elementCount(entry.shape), body.endIndex - offset >= count * 4 else {
@@ -103,12 +101,19 @@ struct Checkpoint {
     /// does now but which has no checksum at its end.
     static func olderFormatVersion(_ data: Data) -> Int? {
         struct Version: Decodable { var formatVersion: Int }
-        let length = data.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian
-        guard length > 0, length <= UInt64(data.count - 8),
-            let header = try? JSONDecoder().decode(Version.self, from: data[8..<(8 + Int(length))]),
+        guard let range = headerRange(in: data),
+            let header = try? JSONDecoder().decode(Version.self, from: data[range]),
             header.formatVersion < formatVersion
         else { return nil }
         return header.formatVersion
+    }
+
+    /// Where the JSON header lies: after its UInt64 length, which must be positive and fit in `data`.
+    static func headerRange(in data: Data) -> Range<Int>? {
+        guard data.count >= 8 else { return nil }
+        let length = data.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian
+        guard length > 0, length <= UInt64(data.count - 8) else { return nil }
+        return (data.startIndex + 8)..<(data.startIndex + 8 + Int(length))
     }
 
     /// Scalars of a tensor of `shape`, or nil when a dimension is negative or the product is too large.
@@ -120,93 +125,5 @@ struct Checkpoint {
             guard count <= maximumTensorCount else { return nil }
         }
         return count
-    }
-}
-
-/// A file that could not be written; names it and says why.
-public struct FileWriteError: Error, CustomStringConvertible {
-    public var path: String
-    public var reason: String
-    public var hint = "check that the folder exists, is writable and has free space."
-    public var description: String { "cannot write \(path): \(reason). HINT: \(hint)" }
-
-    init(path: String, code: Int32) {
-        self.path = path
-        self.reason = String(cString: strerror(code))
-    }
-
-    init(path: String, reason: String, hint: String) {
-        self.path = path
-        self.reason = reason
-        self.hint = hint
-    }
-}
-
-/// Writes files so that a crash leaves the old content or the new, never a mix.
-public enum DurableFile {
-    /// Throws unless `url` can take a new file: its folder exists, and the rename that installs the
-    /// file would not replace a device, pipe, folder, link, read-only file, or anything of a model
-    /// bundle or the models folder's `latest.json` (published versions are never changed).
-    public static func checkTarget(_ url: URL) throws {
-        func refuse(_ reason: String, _ hint: String = "choose a path for a new or ordinary file.") -> FileWriteError {
-            FileWriteError(path: url.path, reason: reason, hint: hint)
-        }
-        let folder = url.deletingLastPathComponent()
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue
-        else { throw refuse("its folder \(folder.path) does not exist", "create the folder first.") }
-        // A bundle holds its manifest and checksums; a models folder its version counter.
-        let exists = { (name: String) in
-            FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path)
-        }
-        if exists("manifest.json") && exists("SHA256SUMS") {
-            throw refuse("it is inside a model bundle, which is never changed")
-        }
-        if url.lastPathComponent == "latest.json" && exists(".last-version") {
-            throw refuse("it is the models folder's latest.json, which only publish and rollback write")
-        }
-        var status = stat()
-        guard lstat(url.path, &status) == 0 else { return }
-        switch status.st_mode & S_IFMT {
-        case S_IFREG where status.st_mode & S_IWUSR == 0:
-            throw refuse("it is read-only; nothing was replaced")
-        case S_IFREG: return
-        case S_IFLNK: throw refuse("it is a symbolic link, which would be replaced; pass the path it points to")
-        default: throw refuse("it exists and is not a regular file (a folder, device or pipe); nothing was replaced")
-        }
-    }
-
-    /// Writes `data` to a temporary sibling, fsyncs it, renames it over `url` and fsyncs the folder.
-    public static func write(_ data: Data, to url: URL) throws {
-        try checkTarget(url)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(
-            ".\(url.lastPathComponent).tmp-\(getpid())")
-        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard descriptor >= 0 else { throw FileWriteError(path: url.path, code: errno) }
-        var failure: Int32 = 0
-        data.withUnsafeBytes { bytes in
-            var written = 0
-            while written < bytes.count {
-                let result = Foundation.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                written += result
-            }
-        }
-        if failure == 0 && fsync(descriptor) != 0 { failure = errno }
-        close(descriptor)
-        if failure == 0 && rename(temporary.path, url.path) != 0 { failure = errno }
-        guard failure == 0 else {
-            unlink(temporary.path)
-            throw FileWriteError(path: url.path, code: failure)
-        }
-        let folder = open(url.deletingLastPathComponent().path, O_RDONLY)
-        if folder >= 0 {
-            fsync(folder)
-            close(folder)
-        }
     }
 }

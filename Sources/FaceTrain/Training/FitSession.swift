@@ -311,7 +311,7 @@ public final class FitSession {
         } catch {
             throw .checkpointNotWritable(path: lockURL.path, reason: "\(error)")
         }
-        let temporaryPrefix = "." + checkpointURL.lastPathComponent + ".tmp-"
+        let temporaryPrefix = FileSystem.temporaryPrefix(for: checkpointURL.lastPathComponent)
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         where name.hasPrefix(temporaryPrefix) {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))

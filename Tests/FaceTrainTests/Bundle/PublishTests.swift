@@ -36,6 +36,20 @@ struct PublishTests {
         #expect(try pointerFile(models) == before)
     }
 
+    /// latest.json is only ever replaced when it is a regular file: a link there was not put by
+    /// facetrain, and renaming over it would silently cut it.
+    @Test func pointerThatIsNotARegularFileIsNotReplaced() throws {
+        let models = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: models) }
+        try BundleFixture.publish(in: models)
+        let pointer = models.appendingPathComponent("latest.json")
+        try FileManager.default.createSymbolicLink(atPath: pointer.path, withDestinationPath: "elsewhere.json")
+        #expect(throws: BundleError.self) {
+            try ModelRepository(directory: models).publish(version: 1, gate: PublishGate(), force: true)
+        }
+        #expect(FileSystem.kind(at: pointer) == .symbolicLink)
+    }
+
     @Test func belowThresholdIsRefusedAndForceOverrides() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }

@@ -142,5 +142,15 @@ struct CheckpointTests {
         try DurableFile.write(Data("first".utf8), to: url)
         try DurableFile.write(Data("second".utf8), to: url)
         #expect(try Data(contentsOf: url) == Data("second".utf8))
+        // A read-only file is not renamed over, and a missing folder is named.
+        #expect(chmod(url.path, 0o444) == 0)
+        for (target, says) in [(url, "read-only"), (url.appendingPathComponent("x/y.csv"), "does not exist")] {
+            #expect {
+                try DurableFile.write(Data("third".utf8), to: target)
+            } throws: { error in
+                (error as? FileWriteError)?.reason.contains(says) == true
+            }
+        }
+        #expect(try Data(contentsOf: url) == Data("second".utf8))
     }
 }

@@ -26,9 +26,11 @@ struct ImageDecoderErrorTests {
         #expect(mkfifo(pipe.path, 0o600) == 0)
         let link = folder.appendingPathComponent("link.jpg")
         try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "missing.jpg")
+        let loop = folder.appendingPathComponent("loop.jpg")
+        try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "loop.jpg")
         let cases: [(URL, String)] = [
             (pipe, "not a regular file"), (URL(fileURLWithPath: "/dev/zero"), "not a regular file"),
-            (link, "symbolic link to a file that does not exist"),
+            (link, "symbolic link to a file that does not exist"), (loop, "a loop of symbolic links"),
             (folder.appendingPathComponent("absent.jpg"), "no such file"),
         ]
         for (url, reason) in cases {
