@@ -96,8 +96,7 @@ public struct Trainer: Sendable {
     public mutating func restore(_ state: TrainingState) throws {
         // Slots are named "<moment>/<parameter key>"; the optimizer indexes them like the parameter.
         var shapes: [String: [Int]] = [:]
-        var copy = network
-        copy.updateParameters { key, parameter in shapes[key] = parameter.value.shape }
+        network.updateParameters { key, parameter in shapes[key] = parameter.value.shape }  // reads only
         for (name, tensor) in state.optimizer.slots {
             let key = name.split(separator: "/", maxSplits: 1).last.map(String.init) ?? name
             guard shapes[key] == tensor.shape else {
