@@ -1,5 +1,10 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
+
+/// The builtin base model's folder: its files are compiled into the library (Sources/CBaseModel).
+let builtinBase = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .appendingPathComponent("base/celeba-ref-small-32").path
 
 let package = Package(
     name: "facetrain",
@@ -16,10 +21,13 @@ let package = Package(
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
+        // The builtin base model, compiled in (`make base` retrains it).
+        .target(name: "CBaseModel", cSettings: [.unsafeFlags(["-I", builtinBase])]),
+
         // MARK: - Library: images, datasets, network, training, evaluation, bundles, exports
         .target(
             name: "FaceTrain",
-            dependencies: ["CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto"],
+            dependencies: ["CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CBaseModel"],
             swiftSettings: [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
         ),
 

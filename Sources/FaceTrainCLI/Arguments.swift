@@ -128,6 +128,9 @@ struct ParsedArguments {
         }
     }
 
+    /// Whether an option was given a value on the command line (not just its default).
+    func isGiven(_ name: String) -> Bool { values[name] != nil || flags.contains(name) }
+
     /// Whether a flag was given.
     func flag(_ name: String) -> Bool { flags.contains(name) }
 

@@ -44,7 +44,7 @@ extension Command {
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
         [
-            DataCheck.self, Synth.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self, ListVersions.self,
+            DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self, ListVersions.self,
             Publish.self, Rollback.self, Bench.self,
         ]
             + TestHooks.commands

@@ -7,7 +7,7 @@ final class ProgressPrinter: FitObserver {
     enum Style { case terminal, lines, json }
     let style: Style
     private var lastDraw = Date.distantPast
-    private var epochs = 0
+    var epochs = 0
     private var epochStart = Date()
 
     init(json: Bool) {

@@ -211,8 +211,7 @@ struct ExportAndPredictTests {
         #expect(probes.count >= 24)
 
         let fit = try CLIRunner.run([
-            "fit", "--data", data.path, "--out", models.path, "--epochs", "15", "--input-size", "64", "--batch-size",
-            "16",
+            "fit", "--data", data.path, "--out", models.path, "--base", "builtin",
         ])
         try #require(fit.status == 0, "\(fit.standardError)")
         let bundle = models.appendingPathComponent("1")

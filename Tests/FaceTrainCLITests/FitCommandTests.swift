@@ -23,9 +23,9 @@ struct FitCommandTests {
     }
 
     /// Small and fast: 32 px input, a quarter of ref-small's width.
-    static let quickFit = ["--epochs", "30", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+    static let quickFit = ["--base", "none", "--epochs", "30", "--batch-size", "16", "--input-size", "32", "--width", "8"]
     /// Long enough that a run can be killed part-way.
-    static let longFit = ["--epochs", "60", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+    static let longFit = ["--base", "none", "--epochs", "60", "--batch-size", "16", "--input-size", "32", "--width", "8"]
 
     /// Starts `arguments` (a fit with `--json`) in the background and returns once `epoch` is done.
     static func backgroundFit(_ arguments: [String], afterEpoch epoch: Int) throws -> CLIRunner.Background {

@@ -200,6 +200,36 @@ final class HDF5File {
             try HDF5File.check(status, "write dataset", object)
         }
 
+        /// Reads a one-dimensional dataset of fixed-length strings (NUL-padded or -terminated).
+        func readFixedStrings(_ name: String) throws -> [String] {
+            let object = childPath(name)
+            let dataset = H5Dopen2(identifier, name, chdf5_default())
+            guard dataset >= 0 else { throw HDF5File.failure("open dataset", object) }
+            defer { H5Dclose(dataset) }
+            let type = H5Dget_type(dataset)
+            defer { H5Tclose(type) }
+            guard H5Tget_class(type) == H5T_STRING, H5Tis_variable_str(type) == 0 else {
+                throw Failure(operation: "read dataset", object: object, detail: "it does not hold fixed-length strings")
+            }
+            let size = H5Tget_size(type)
+            let space = H5Dget_space(dataset)
+            defer { H5Sclose(space) }
+            let count = Int(H5Sget_simple_extent_npoints(space))
+            guard H5Sget_simple_extent_ndims(space) == 1, (0...HDF5File.maximumCount).contains(count * size), size > 0
+            else {
+                throw Failure(operation: "read dataset", object: object, detail: "its shape is damaged or too large")
+            }
+            var bytes = [UInt8](repeating: 0, count: max(count * size, 1))
+            let status = bytes.withUnsafeMutableBufferPointer {
+                H5Dread(dataset, type, chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
+            }
+            try HDF5File.check(status, "read dataset", object)
+            return (0..<count).map { index in
+                let slice = bytes[(index * size)..<((index + 1) * size)]
+                return String(decoding: slice.prefix { $0 != 0 }, as: UTF8.self)
+            }
+        }
+
         /// Reads a dataset of any floating-point type as float32, with its shape.
         func readDataset(_ name: String) throws -> (shape: [Int], scalars: [Float]) {
             let object = childPath(name)

@@ -98,9 +98,12 @@ public struct EvaluationMetrics: Codable, Sendable {
     public var confusion: [[Int]]
     public var misclassified: [Misclassification]
     public var counts: [String: Int]
+    /// False accept rate at the threshold of each source of strangers that calibrated it
+    /// ("held_out_unknown", "leave_users_out", "bank"); nil for fits that calibrate on held-out crops only.
+    public var calibration: [String: Double]?
 
     enum CodingKeys: String, CodingKey {
-        case threshold, confusion, misclassified, counts, unthresholded
+        case threshold, confusion, misclassified, counts, unthresholded, calibration
         case userAccuracy = "user_accuracy"
         case macroUserRecall = "macro_user_recall"
         case macroUserPrecision = "macro_user_precision"
@@ -226,18 +229,43 @@ public enum Scoring {
         }
     }
 
-    /// The threshold sweep: 0.00, 0.01, ..., 1.00.
-    public static func sweep(_ predictions: [Prediction], classLabels: [String]) -> [ThresholdPoint] {
-        let strangers = predictions.filter { $0.trueLabel == "2" }
-        let simulated = simulatedStrangers(predictions, classLabels: classLabels)
+    /// The threshold sweep: 0.00, 0.01, ..., 1.00. Its calibration rate is the largest false
+    /// accept rate of the held-out strangers and of `strangers`' sources, or, without any, of the
+    /// simulated unseen strangers.
+    public static func sweep(
+        _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]? = nil
+    ) -> [ThresholdPoint] {
+        let sources = calibrationSources(predictions, classLabels: classLabels, strangers: extra)
         return (0...100).map { step in
             let rule = DecisionRule(classLabels: classLabels, threshold: Double(step) / 100)
             let rates = rates(predictions, rule: rule)
-            let calibration = max(
-                self.rates(strangers, rule: rule).unknownFAR, self.rates(simulated, rule: rule).unknownFAR)
+            let calibration = sources.values.map { self.rates($0, rule: rule).unknownFAR }.max() ?? 0
             return ThresholdPoint(
                 threshold: rule.threshold, userAccuracy: rates.userAccuracy, unknownFalseAcceptRate: rates.unknownFAR,
                 nonfaceFalseAcceptRate: rates.nonfaceFAR, calibrationFalseAcceptRate: calibration)
+        }
+    }
+
+    /// The strangers a threshold is calibrated on, by source.
+    static func calibrationSources(
+        _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]?
+    ) -> [String: [Prediction]] {
+        var sources = ["held_out_unknown": predictions.filter { $0.trueLabel == "2" }]
+        if let extra {
+            for (name, list) in extra where !list.isEmpty { sources[name] = list }
+        } else {
+            sources["simulated_unseen"] = simulatedStrangers(predictions, classLabels: classLabels)
+        }
+        return sources
+    }
+
+    /// Each calibration source's false accept rate at `threshold`.
+    public static func calibrationRates(
+        _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]?, threshold: Double
+    ) -> [String: Double] {
+        let rule = DecisionRule(classLabels: classLabels, threshold: threshold)
+        return calibrationSources(predictions, classLabels: classLabels, strangers: extra).mapValues {
+            rates($0, rule: rule).unknownFAR
         }
     }
 

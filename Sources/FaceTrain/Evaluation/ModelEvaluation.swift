@@ -26,7 +26,7 @@ public enum ModelEvaluation {
     /// `targetFalseAcceptRate` is used; otherwise the given one (a bundle's recorded threshold).
     public static func evaluate(
         _ model: TrainedModel, on samples: [FaceSample], names: [String: String], targetFalseAcceptRate: Double,
-        threshold: Double? = nil, withEmbeddings: Bool = false
+        threshold: Double? = nil, withEmbeddings: Bool = false, strangers: [String: [Prediction]]? = nil
     ) throws -> EvaluationRun {
         var network = try Network(model: model)
         let labels = model.definition.classLabels
@@ -34,10 +34,14 @@ public enum ModelEvaluation {
         let predictions = zip(samples, probabilities).map { sample, row in
             Prediction(path: sample.path, trueLabel: trueLabel(of: sample, classLabels: labels), probabilities: row)
         }
-        let sweep = Scoring.sweep(predictions, classLabels: labels)
+        let sweep = Scoring.sweep(predictions, classLabels: labels, strangers: strangers)
         let chosen = Scoring.chooseThreshold(sweep, targetFalseAcceptRate: targetFalseAcceptRate)
-        let metrics = Scoring.metrics(
+        var metrics = Scoring.metrics(
             predictions, rule: DecisionRule(classLabels: labels, threshold: threshold ?? chosen), names: names)
+        if strangers != nil {
+            metrics.calibration = Scoring.calibrationRates(
+                predictions, classLabels: labels, strangers: strangers, threshold: threshold ?? chosen)
+        }
         var embeddings =
             withEmbeddings ? Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
         if model.definition.layers.contains(where: { $0.kind == "l2normalize" }) {

@@ -166,3 +166,19 @@ struct ResamplingTable {
         self.weights = weights
     }
 }
+
+extension Image {
+    /// This image mirrored left to right.
+    public func mirroredHorizontally() -> Image {
+        var output = pixels
+        let rowLength = width * channels
+        for y in 0..<height {
+            for x in 0..<width {
+                for channel in 0..<channels {
+                    output[y * rowLength + x * channels + channel] = pixels[y * rowLength + (width - 1 - x) * channels + channel]
+                }
+            }
+        }
+        return Image(width: width, height: height, channels: channels, pixels: output)
+    }
+}

@@ -38,3 +38,19 @@ extension ModelDefinition {
             classLabels: classLabels)
     }
 }
+
+extension ModelDefinition {
+    /// Architectures a base extractor can be pretrained with, by name.
+    public static let extractorArchitectures = ["ref-small"]
+
+    /// The extractor part of an architecture: input to the batch-normalised embedding, without
+    /// the normalisation and the classifier that `fit` adds. Its layers are the first layers of
+    /// the classifier of the same architecture, with the same names, so its weights load into it.
+    public static func extractor(architecture: String, inputSize: Int, width: Int) -> ModelDefinition {
+        precondition(extractorArchitectures.contains(architecture), "unknown architecture \(architecture)")
+        var definition = referenceSmall(classLabels: ["1"], inputSize: inputSize, channels: 3, width: width)
+        definition.layers.removeLast(2)
+        definition.classLabels = []
+        return definition
+    }
+}

@@ -19,34 +19,33 @@ public struct AdamW: Optimizer {
         self.weightDecay = weightDecay
     }
 
-    public mutating func update(_ network: inout Network, learningRate: Float) {
-        step += 1
+    public mutating func beginStep() { step += 1 }
+
+    public mutating func update(key: String, _ parameter: inout Parameter, learningRate: Float) {
+        guard parameter.isTrainable else { return }
         let (b1, b2, eps, decay) = (beta1, beta2, epsilon, weightDecay)
         let correction1 = Float(1 - pow(Double(b1), Double(step)))
         let correction2 = Float(1 - pow(Double(b2), Double(step)))
-        network.updateParameters { key, parameter in
-            guard parameter.isTrainable else { return }
-            let shrink = parameter.decays ? 1 - learningRate * decay : 1
-            var m = firstMoment.removeValue(forKey: key) ?? Tensor(zeros: parameter.value.shape)
-            var v = secondMoment.removeValue(forKey: key) ?? Tensor(zeros: parameter.value.shape)
-            parameter.value.scalars.withUnsafeMutableBufferPointer { w in
-                parameter.gradient.scalars.withUnsafeBufferPointer { dw in
-                    m.scalars.withUnsafeMutableBufferPointer { m in
-                        v.scalars.withUnsafeMutableBufferPointer { v in
-                            for index in 0..<w.count {
-                                let g = dw[index]
-                                m[index] = b1 * m[index] + (1 - b1) * g
-                                v[index] = b2 * v[index] + (1 - b2) * g * g
-                                let update = (m[index] / correction1) / ((v[index] / correction2).squareRoot() + eps)
-                                w[index] = w[index] * shrink - learningRate * update
-                            }
+        let shrink = parameter.decays ? 1 - learningRate * decay : 1
+        var m = firstMoment.removeValue(forKey: key) ?? Tensor(zeros: parameter.value.shape)
+        var v = secondMoment.removeValue(forKey: key) ?? Tensor(zeros: parameter.value.shape)
+        parameter.value.scalars.withUnsafeMutableBufferPointer { w in
+            parameter.gradient.scalars.withUnsafeBufferPointer { dw in
+                m.scalars.withUnsafeMutableBufferPointer { m in
+                    v.scalars.withUnsafeMutableBufferPointer { v in
+                        for index in 0..<w.count {
+                            let g = dw[index]
+                            m[index] = b1 * m[index] + (1 - b1) * g
+                            v[index] = b2 * v[index] + (1 - b2) * g * g
+                            let update = (m[index] / correction1) / ((v[index] / correction2).squareRoot() + eps)
+                            w[index] = w[index] * shrink - learningRate * update
                         }
                     }
                 }
             }
-            firstMoment[key] = m
-            secondMoment[key] = v
         }
+        firstMoment[key] = m
+        secondMoment[key] = v
     }
 
     public var state: OptimizerState {

@@ -18,6 +18,8 @@ struct Checkpoint {
         var trainer: TrainerState?
         /// Name and shape of each tensor stored after the header, in order.
         var tensors: [TensorEntry]
+        /// Epochs of a pretraining run (`history` is a fit's).
+        var pretrainHistory: [PretrainEpochRecord]? = nil
     }
 
     /// The trainer's counters and generator states; its optimizer slots are stored as tensors.

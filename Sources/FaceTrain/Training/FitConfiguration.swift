@@ -23,11 +23,13 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     /// Unknown-person false accept rate the accept threshold is chosen for.
     public var targetFalseAcceptRate = 0.05
     public var augmentation = AugmentationSettings()
+    /// The base model the fit started from; nil trains from scratch (`--base none`).
+    public var base: BaseReference?
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case epochs, seed, holdout, width, augmentation
+        case epochs, seed, holdout, width, augmentation, base
         case batchSize = "batch_size"
         case inputSize = "input_size"
         case learningRate = "learning_rate"

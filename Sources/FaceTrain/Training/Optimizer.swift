@@ -4,12 +4,27 @@
 /// running statistics are never touched (`Parameter.isTrainable == false`). Weight decay applies
 /// only where `Parameter.decays` (conv kernels and linear weights; not biases or batch-norm γ, β).
 public protocol Optimizer: Sendable {
-    /// Applies one update with the given learning rate.
-    mutating func update(_ network: inout Network, learningRate: Float)
+    /// Counts one more update; bias corrections and momenta use the count.
+    mutating func beginStep()
+    /// Updates one parameter (skipped when not trainable) as part of the current step; `key`
+    /// names its state. Heads that live outside a `Network` are updated this way.
+    mutating func update(key: String, _ parameter: inout Parameter, learningRate: Float)
     /// Everything the optimizer needs to continue exactly where it stopped.
     var state: OptimizerState { get }
     /// Continues from a saved state; throws when it belongs to another kind of optimizer.
     mutating func restore(_ state: OptimizerState) throws
+}
+
+extension Optimizer {
+    /// One update of every trainable parameter of `network` whose key `isFrozen` does not name.
+    public mutating func update(
+        _ network: inout Network, learningRate: Float, isFrozen: (String) -> Bool = { _ in false }
+    ) {
+        beginStep()
+        network.updateParameters { key, parameter in
+            if !isFrozen(key) { update(key: key, &parameter, learningRate: learningRate) }
+        }
+    }
 }
 
 /// A checkpointable optimizer state: its kind, its update count and its per-parameter tensors,

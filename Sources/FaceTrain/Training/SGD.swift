@@ -14,26 +14,25 @@ public struct SGD: Optimizer {
         self.weightDecay = weightDecay
     }
 
-    public mutating func update(_ network: inout Network, learningRate: Float) {
-        step += 1
-        let (mu, decay, nesterov) = (momentum, weightDecay, nesterov)
-        network.updateParameters { key, parameter in
-            guard parameter.isTrainable else { return }
-            let lambda = parameter.decays ? decay : 0
-            var v = velocity.removeValue(forKey: key) ?? Tensor(zeros: parameter.value.shape)
-            parameter.value.scalars.withUnsafeMutableBufferPointer { w in
-                parameter.gradient.scalars.withUnsafeBufferPointer { dw in
-                    v.scalars.withUnsafeMutableBufferPointer { v in
-                        for index in 0..<w.count {
-                            let g = dw[index] + lambda * w[index]
-                            v[index] = mu * v[index] + g
-                            w[index] -= learningRate * (nesterov ? g + mu * v[index] : v[index])
-                        }
+    public mutating func beginStep() { step += 1 }
+
+    public mutating func update(key: String, _ parameter: inout Parameter, learningRate: Float) {
+        guard parameter.isTrainable else { return }
+        let (mu, nesterov) = (momentum, nesterov)
+        let lambda = parameter.decays ? weightDecay : 0
+        var v = velocity.removeValue(forKey: key) ?? Tensor(zeros: parameter.value.shape)
+        parameter.value.scalars.withUnsafeMutableBufferPointer { w in
+            parameter.gradient.scalars.withUnsafeBufferPointer { dw in
+                v.scalars.withUnsafeMutableBufferPointer { v in
+                    for index in 0..<w.count {
+                        let g = dw[index] + lambda * w[index]
+                        v[index] = mu * v[index] + g
+                        w[index] -= learningRate * (nesterov ? g + mu * v[index] : v[index])
                     }
                 }
             }
-            velocity[key] = v
         }
+        velocity[key] = v
     }
 
     public var state: OptimizerState {

@@ -25,6 +25,10 @@ struct Fit: Command {
             .option(
                 "margin", "m", "Additive margin on the true class's logit while training (0 = plain cross-entropy).",
                 default: "2"),
+            .option(
+                "base", "builtin|none|dir",
+                "Extractor to start from: the builtin pretrained base, a folder from `facetrain pretrain`, or none "
+                    + "(train the whole network from scratch).", default: "builtin"),
             .flag("skip-bad", "Train without unreadable images, naming each one."),
             .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event (for CI logs)."),
@@ -37,6 +41,10 @@ struct Fit: Command {
     let loadOptions: DataLoadOptions
     let resume: Bool
     let json: Bool
+    let baseOption: String
+
+    /// Options of the from-scratch network; a fit from a base takes its network from the base.
+    static let fromScratchOptions = ["epochs", "batch-size", "input-size", "learning-rate", "width", "margin", "resume"]
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 0)
@@ -87,6 +95,13 @@ struct Fit: Command {
         self.loadOptions = loadOptions
         resume = arguments.flag("resume")
         json = arguments.flag("json")
+        baseOption = try arguments.required("base")
+        if baseOption != "none", let given = Self.fromScratchOptions.first(where: { arguments.isGiven($0) }) {
+            throw UsageError(
+                message: "--\(given) applies to --base none only: a fit from a base (here --base \(baseOption)) keeps "
+                    + "the base's extractor and trains the classifier on its embeddings; add --base none to train "
+                    + "the whole network from scratch")
+        }
     }
 
     func run() throws -> ExitCode {
@@ -102,6 +117,9 @@ struct Fit: Command {
             }
         }
         progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")
+        if let base = try BaseModel.resolve(baseOption) {
+            return try runFromBase(base, dataset: dataset, progress: progress)
+        }
         let session = try FitSession(
             dataset: dataset, configuration: configuration,
             checkpointDirectory: out.appendingPathComponent(".checkpoints"))
@@ -113,12 +131,52 @@ struct Fit: Command {
         let bundle = try BundleWriter.write(
             fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
         session.removeCheckpoint()
-        let metrics = evaluation.metrics
+        report(bundle: bundle, bestEpoch: result.bestEpoch, metrics: evaluation.metrics, progress: progress)
+        return .success
+    }
+
+    /// A fit from a base: the base's extractor, a trained classifier and a threshold calibrated
+    /// on strangers to both (leave-users-out heads, the base's bank, held-out class 2).
+    private func runFromBase(_ base: BaseModel, dataset: FaceDataset, progress: ProgressPrinter) throws -> ExitCode {
+        var configuration = self.configuration
+        configuration.base = base.reference(training: "head")
+        configuration.width = base.manifest.width
+        configuration.inputSize = base.manifest.definition.input.width
+        progress.say(
+            "base: \(base.manifest.name) v\(base.manifest.version) (\(base.source), sha256 \(base.manifestSHA256.prefix(12))), "
+                + "extractor frozen, classifier trained on its embeddings")
+        var loadOptions = self.loadOptions
+        loadOptions.inputWidth = configuration.inputSize
+        loadOptions.inputHeight = configuration.inputSize
+        let dataset =
+            loadOptions.inputWidth == self.loadOptions.inputWidth
+            ? dataset : try FaceDataset.load(from: data, options: loadOptions)
+        let session = try BaseFitSession(
+            dataset: dataset, configuration: configuration, base: base,
+            cacheDirectory: out.appendingPathComponent(".embeddings"))
+        let (result, strangers) = try session.run(observer: progress)
+        let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
+        let evaluation = try ModelEvaluation.evaluate(
+            result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate,
+            strangers: strangers.sources)
+        let bundle = try BundleWriter.write(
+            fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
+        if let rates = evaluation.metrics.calibration {
+            let text = rates.keys.sorted().map { String(format: "%@ %.3f", $0, rates[$0]!) }.joined(separator: ", ")
+            progress.say(
+                String(format: "calibration (%d folds of users left out, %.1fs): strangers accepted at the threshold: ",
+                    strangers.folds, strangers.seconds) + text)
+        }
+        report(bundle: bundle, bestEpoch: result.bestEpoch, metrics: evaluation.metrics, progress: progress)
+        return .success
+    }
+
+    private func report(bundle: URL, bestEpoch: Int, metrics: EvaluationMetrics, progress: ProgressPrinter) {
         if json {
             progress.event(
                 "bundle",
                 [
-                    "path": bundle.path, "best_epoch": result.bestEpoch, "threshold": metrics.threshold,
+                    "path": bundle.path, "best_epoch": bestEpoch, "threshold": metrics.threshold,
                     "user_accuracy": metrics.userAccuracy, "unknown_far": metrics.unknownFalseAcceptRate,
                     "nonface_far": metrics.nonfaceFalseAcceptRate,
                 ])
@@ -127,11 +185,10 @@ struct Fit: Command {
                 String(
                     format: "held-out (best epoch %d, threshold %.2f): user_accuracy %.3f  unknown_far %.3f  "
                         + "nonface_far %.3f  (no threshold: %.3f / %.3f)",
-                    result.bestEpoch, metrics.threshold, metrics.userAccuracy, metrics.unknownFalseAcceptRate,
+                    bestEpoch, metrics.threshold, metrics.userAccuracy, metrics.unknownFalseAcceptRate,
                     metrics.nonfaceFalseAcceptRate,
                     metrics.unthresholded["user_accuracy"] ?? 0, metrics.unthresholded["unknown_far"] ?? 0))
             print(bundle.path)
         }
-        return .success
     }
 }

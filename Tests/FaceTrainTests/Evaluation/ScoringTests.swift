@@ -25,6 +25,35 @@ struct ScoringTests {
         ]
     }
 
+    /// A fit from a base calibrates on named stranger sources: a bank whose strangers score high
+    /// must raise the threshold above what the held-out strangers alone allow, and each source's
+    /// rate at the chosen threshold is reported.
+    @Test func bankStrangersThatScoreHighChooseAStricterThreshold() {
+        let users = (0..<20).map { index in
+            Prediction(path: "u\(index)", trueLabel: "3", probabilities: [0, 0, 0.5 + Float(index) / 40, 0.5 - Float(index) / 40])
+        }
+        let heldOutStrangers = (0..<20).map { index in
+            Prediction(path: "s\(index)", trueLabel: "2", probabilities: [0, 0.7, 0.3, 0])
+        }
+        let quietBank = (0..<20).map { Prediction(path: "b\($0)", trueLabel: "2", probabilities: [0, 0.6, 0.4, 0]) }
+        let loudBank = (0..<20).map { index in
+            Prediction(path: "b\(index)", trueLabel: "2", probabilities: [0, 0, 0.5 + Float(index) / 50, 0])
+        }
+        let all = users + heldOutStrangers
+        let lenient = Scoring.chooseThreshold(
+            Scoring.sweep(all, classLabels: labels, strangers: ["bank": quietBank]), targetFalseAcceptRate: 0.05)
+        let strict = Scoring.chooseThreshold(
+            Scoring.sweep(all, classLabels: labels, strangers: ["bank": loudBank]), targetFalseAcceptRate: 0.05)
+        #expect(strict > lenient, "threshold \(lenient) with a quiet bank, \(strict) with a loud one")
+        // The loud bank's scores reach 0.88: at most one of 20 (5 %) may pass.
+        #expect(strict >= 0.87)
+        let rates = Scoring.calibrationRates(
+            all, classLabels: labels, strangers: ["bank": loudBank], threshold: strict)
+        #expect(Set(rates.keys) == ["held_out_unknown", "bank"])
+        #expect(rates["bank"]! <= 0.05)
+        #expect(rates["held_out_unknown"] == 0)
+    }
+
     @Test func metricsWithoutThreshold() {
         let metrics = Scoring.metrics(
             predictions, rule: DecisionRule(classLabels: labels, threshold: 0), names: ["3": "Ada"])

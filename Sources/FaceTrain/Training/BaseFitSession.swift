@@ -1,0 +1,314 @@
+import Foundation
+
+/// Which base model a fit started from, as the bundle's manifest records it.
+public struct BaseReference: Codable, Sendable, Equatable {
+    public var name: String
+    public var version: Int
+    /// SHA-256 of the base's manifest.json.
+    public var sha256: String
+    /// "head": the extractor is frozen and only the classifier is trained.
+    public var training: String
+
+    public init(name: String, version: Int, sha256: String, training: String) {
+        self.name = name
+        self.version = version
+        self.sha256 = sha256
+        self.training = training
+    }
+}
+
+/// Stranger scores that calibrate the accept threshold, by source, and how `fit` made them.
+public struct CalibrationStrangers: Sendable {
+    /// Source name ("leave_users_out", "bank") -> predictions of strangers (true label "2").
+    public var sources: [String: [Prediction]]
+    /// Folds of users left out, and seconds the extra heads took.
+    public var folds: Int
+    public var seconds: Double
+}
+
+/// `fit` from a frozen base extractor: every crop's embedding is computed once (several
+/// augmented views, cached by content hash, so adding a user re-embeds only that user's crops),
+/// and only a cosine classifier over "1", "2" and the users is trained on them, in seconds.
+///
+/// Because the extractor never saw the users, the threshold can be calibrated on strangers that
+/// are strangers to the network that ships: heads trained K times, each without a fold of the
+/// users, score those users' crops (leave-users-out); the bank of strangers shipped with the
+/// base adds a floor, and the held-out class-2 crops count as well.
+public final class BaseFitSession {
+    public let dataset: FaceDataset
+    public let configuration: FitConfiguration
+    public let base: BaseModel
+    public let definition: ModelDefinition
+    public let training: [FaceSample]
+    public let heldOut: [FaceSample]
+    let classIndex: [Int: Int]
+    let cacheURL: URL
+
+    /// Embedding views per crop: the crop itself, its mirror image and random augmentations.
+    public static let views = 8
+    /// Length the embedding is scaled to before the classifier (logits are 16·cos θ).
+    static let scale: Float = 16
+    /// Margin on the true class's cosine while training the head (CosFace).
+    static let margin: Float = 0.2
+    static let headEpochs = 30
+    static let headLearningRate: Float = 0.01
+    static let folds = 5
+
+    public init(dataset: FaceDataset, configuration: FitConfiguration, base: BaseModel, cacheDirectory: URL)
+        throws(FitError)
+    {
+        self.dataset = dataset
+        self.configuration = configuration
+        self.base = base
+        let split = dataset.split(holdout: configuration.holdout)
+        training = split.training
+        heldOut = split.heldOut
+        guard training.count >= 2 else { throw .tooFewTrainingCrops(count: training.count) }
+        let negatives = [NegativeClass.notAFace, NegativeClass.unknownPerson]
+        guard heldOut.contains(where: { !negatives.contains($0.label) }) else {
+            throw .noHeldOutUsers(holdout: configuration.holdout)
+        }
+        let input = base.manifest.definition.input
+        var definition = ModelDefinition.referenceSmall(
+            classLabels: dataset.labels.map(String.init), inputSize: input.width, channels: input.channels,
+            width: base.manifest.width)
+        if let index = definition.layers.firstIndex(where: { $0.kind == "l2normalize" }) {
+            definition.layers[index] = .l2Normalize(scale: Self.scale)
+        }
+        self.definition = definition
+        classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
+        cacheURL = cacheDirectory.appendingPathComponent(
+            "embeddings-\(base.manifestSHA256.prefix(16))-\(Self.views)views.cache")
+    }
+
+    /// Loss weight per class, as in `FitSession`: inverse frequency clipped to 0.2...5.
+    func classWeights(of samples: [FaceSample], classes: [Int]) -> [Float] {
+        var counts = [Int](repeating: 0, count: classes.count)
+        let index = Dictionary(uniqueKeysWithValues: classes.enumerated().map { ($1, $0) })
+        for sample in samples { if let position = index[sample.label] { counts[position] += 1 } }
+        let total = Float(counts.reduce(0, +))
+        let present = Float(counts.filter { $0 > 0 }.count)
+        return counts.map { $0 == 0 ? 1 : min(max(total / (present * Float($0)), 0.2), 5) }
+    }
+
+    /// Trains the head and the leave-users-out heads; the model is the base's extractor with it.
+    public func run(observer: FitObserver?) throws(FitError) -> (fit: FitResult, strangers: CalibrationStrangers) {
+        let all = training + heldOut
+        let views = try embeddingViews(of: all)
+        let trainingViews = Array(views[0..<training.count])
+        let labels = dataset.labels
+        observer?.fitStarted(
+            trainingCrops: training.count, heldOutCrops: heldOut.count, classes: labels.count,
+            epochs: Self.headEpochs, resumedFrom: nil)
+        let (weight, history) = trainHead(
+            samples: training, views: trainingViews, classes: labels, seed: configuration.seed, observer: observer)
+        var layerWeights = base.extractor.weights
+        for (index, layer) in definition.layers.enumerated().dropFirst(base.extractor.definition.layers.count) {
+            let name = definition.layerNames[index]
+            if case .linear(_, let outputs) = layer {
+                layerWeights.append(
+                    LayerWeights(
+                        name: name,
+                        tensors: [
+                            NamedTensor(name: "weight", tensor: weight),
+                            NamedTensor(name: "bias", tensor: Tensor(zeros: [outputs])),
+                        ]))
+            } else {
+                layerWeights.append(LayerWeights(name: name, tensors: []))
+            }
+        }
+        let model = TrainedModel(definition: definition, weights: layerWeights)
+
+        // Leave-users-out: each fold's users are strangers to a head trained without them (and
+        // the extractor never saw anyone here), so their crops are what unseen strangers look like.
+        let calibrationStarted = Date()
+        let users = labels.filter { ![NegativeClass.notAFace, NegativeClass.unknownPerson].contains($0) }
+        var order = users
+        var shuffler = SplitMix64(seed: configuration.seed ^ 0x5EED)
+        order.shuffle(using: &shuffler)
+        let folds = min(Self.folds, users.count)
+        var leftOut: [Prediction] = []
+        if folds >= 2 {
+            for fold in 0..<folds {
+                let foldUsers = Set(order.enumerated().filter { $0.offset % folds == fold }.map(\.element))
+                let keptClasses = labels.filter { !foldUsers.contains($0) }
+                let keep = training.indices.filter { !foldUsers.contains(training[$0].label) }
+                let (foldWeight, _) = trainHead(
+                    samples: keep.map { training[$0] }, views: keep.map { trainingViews[$0] }, classes: keptClasses,
+                    seed: configuration.seed &+ UInt64(fold + 1), observer: nil)
+                let probes = all.indices.filter { foldUsers.contains(all[$0].label) }
+                let rows = probes.map { views[$0][0] }
+                let probabilities = Self.probabilities(rows, weight: foldWeight)
+                let columns = keptClasses.map { label in labels.firstIndex(of: label)! }
+                for (position, probe) in probes.enumerated() {
+                    var full = [Float](repeating: 0, count: labels.count)
+                    for (column, value) in zip(columns, probabilities[position]) { full[column] = value }
+                    leftOut.append(Prediction(path: all[probe].path, trueLabel: "2", probabilities: full))
+                }
+            }
+        }
+        var sources = ["leave_users_out": leftOut]
+        if !base.bankEmbeddings.isEmpty {
+            sources["bank"] = Self.probabilities(base.bankEmbeddings, weight: weight).enumerated().map {
+                Prediction(path: "bank/\($0.offset)", trueLabel: "2", probabilities: $0.element)
+            }
+        }
+        let fit = FitResult(
+            model: model, history: history, bestEpoch: Self.headEpochs, training: training, heldOut: heldOut)
+        return (
+            fit,
+            CalibrationStrangers(
+                sources: sources, folds: folds, seconds: Date().timeIntervalSince(calibrationStarted))
+        )
+    }
+
+    /// Softmax of 16·cos θ against the unit class rows of `weight`, per embedding row.
+    static func probabilities(_ rows: [[Float]], weight: Tensor) -> [[Float]] {
+        let classes = weight.shape[0]
+        let features = weight.shape[1]
+        return rows.map { row in
+            let norm = max(row.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
+            var logits = (0..<classes).map { column -> Float in
+                var total: Float = 0
+                for index in 0..<features { total += row[index] * weight.scalars[column * features + index] }
+                return scale * total / norm
+            }
+            let maximum = logits.max() ?? 0
+            var sum: Float = 0
+            for index in logits.indices {
+                logits[index] = expf(logits[index] - maximum)
+                sum += logits[index]
+            }
+            return logits.map { $0 / sum }
+        }
+    }
+
+    /// A cosine classifier over `classes` trained on the views of `samples`: unit rows [classes, features].
+    func trainHead(
+        samples: [FaceSample], views: [[[Float]]], classes: [Int], seed: UInt64, observer: FitObserver?
+    ) -> (weight: Tensor, history: [EpochRecord]) {
+        let features = base.manifest.embeddingFeatures
+        var generator = SplitMix64(seed: seed)
+        var head = CosineMarginSoftmax(
+            classes: classes.count, features: features, scale: Self.scale, margin: Self.margin, using: &generator)
+        let index = Dictionary(uniqueKeysWithValues: classes.enumerated().map { ($1, $0) })
+        var rows: [(sample: Int, view: Int)] = []
+        for sample in samples.indices where index[samples[sample].label] != nil {
+            for view in 0..<Self.views { rows.append((sample, view)) }
+        }
+        let weights = classWeights(of: samples, classes: classes)
+        var optimizer = AdamW(weightDecay: 5e-4)
+        let batchSize = min(128, rows.count)
+        let batches = max(rows.count / batchSize, 1)
+        let schedule = LearningRateSchedule.cosine(
+            warmupSteps: batches, totalSteps: Self.headEpochs * batches, minimumFactor: 0)
+        var history: [EpochRecord] = []
+        var step = 0
+        for epoch in 1...Self.headEpochs {
+            let started = Date()
+            var order = Array(rows.indices)
+            order.shuffle(using: &generator)
+            var lossSum = 0.0
+            var correct = 0.0
+            for batch in 0..<batches {
+                let picked = order[(batch * batchSize)..<((batch + 1) * batchSize)]
+                var scalars: [Float] = []
+                scalars.reserveCapacity(picked.count * features)
+                for row in picked { scalars += views[rows[row].sample][rows[row].view] }
+                let labels = picked.map { index[samples[rows[$0].sample].label]! }
+                let result = head.lossAndGradient(
+                    embeddings: Tensor(shape: [picked.count, features], scalars: scalars), labels: labels,
+                    classWeights: weights)
+                let rate = schedule.learningRate(base: Self.headLearningRate, step: step)
+                optimizer.beginStep()
+                optimizer.update(key: "head.weight", &head.weight, learningRate: rate)
+                step += 1
+                lossSum += Double(result.loss)
+                correct += Double(result.accuracy)
+                if observer != nil {
+                    observer?.batchFinished(
+                        epoch: epoch, batch: batch + 1, batches: batches,
+                        imagesPerSecond: Double((batch + 1) * batchSize) / max(Date().timeIntervalSince(started), 1e-9),
+                        loss: lossSum / Double(batch + 1))
+                }
+            }
+            let record = EpochRecord(
+                epoch: epoch, trainLoss: lossSum / Double(batches), trainAccuracy: correct / Double(batches),
+                heldOutLoss: 0, heldOutAccuracy: 0,
+                learningRate: Double(schedule.learningRate(base: Self.headLearningRate, step: step - 1)),
+                seconds: Date().timeIntervalSince(started))
+            history.append(record)
+            observer?.epochFinished(record, isBest: epoch == Self.headEpochs)
+        }
+        let (unit, _) = CosineMarginSoftmax.normalizeRows(head.weight.value.scalars, rows: classes.count, columns: features)
+        return (Tensor(shape: [classes.count, features], scalars: unit), history)
+    }
+
+    /// Every view's embedding of every sample: from the cache when its content hash is there,
+    /// otherwise computed (and the cache rewritten).
+    func embeddingViews(of samples: [FaceSample]) throws(FitError) -> [[[Float]]] {
+        var cached: [String: Tensor] = [:]
+        if let checkpoint = try? Checkpoint.read(from: cacheURL), checkpoint.header.key == base.manifestSHA256 {
+            cached = checkpoint.tensors
+        }
+        let features = base.manifest.embeddingFeatures
+        var missing: [Int] = []
+        var queued = Set<String>()
+        for (position, sample) in samples.enumerated()
+        where cached[sample.contentHash]?.shape != [Self.views, features] && !queued.contains(sample.contentHash) {
+            queued.insert(sample.contentHash)
+            missing.append(position)
+        }
+        if !missing.isEmpty {
+            var network: Network
+            do { network = try Network(model: base.extractor) } catch { throw .engine("\(error)") }
+            let input = base.extractor.definition.input
+            let plane = input.channels * input.width * input.height
+            let chunk = 16  // crops per batch: 16 x 8 views = 128 images
+            var start = 0
+            while start < missing.count {
+                let end = min(start + chunk, missing.count)
+                let count = (end - start) * Self.views
+                var images = Tensor(zeros: [count, input.channels, input.height, input.width])
+                images.scalars.withUnsafeMutableBufferPointer { buffer in
+                    let box = UncheckedPointer(buffer.baseAddress!)
+                    Parallel.forEach(count) { item in
+                        let sample = samples[missing[start + item / Self.views]]
+                        let view = item % Self.views
+                        let target = box.pointer + item * plane
+                        let image = sample.image
+                        switch view {
+                        case 0: ImageTensor.write(image, input: input, to: target)
+                        case 1: ImageTensor.write(image.mirroredHorizontally(), input: input, to: target)
+                        default:
+                            // Seeded by content, not by the fit's seed: the cache serves every fit.
+                            var random = SplitMix64(seed: UInt64(sample.contentHash.prefix(16), radix: 16)! ^ UInt64(view))
+                            ImageTensor.writeAugmented(
+                                image, input: input, settings: configuration.augmentation, random: &random, to: target)
+                        }
+                    }
+                }
+                let output: Tensor
+                do { output = try network.embeddings(for: images) } catch { throw .engine("\(error)") }
+                for crop in 0..<(end - start) {
+                    let rows = Array(output.scalars[(crop * Self.views * features)..<((crop + 1) * Self.views * features)])
+                    cached[samples[missing[start + crop]].contentHash] = Tensor(shape: [Self.views, features], scalars: rows)
+                }
+                start = end
+            }
+            // Keep only what this data folder uses, so the cache does not grow without bound.
+            let used = Set(samples.map(\.contentHash))
+            let kept = cached.filter { used.contains($0.key) }
+            try? Checkpoint(
+                header: .init(
+                    key: base.manifestSHA256, epochsDone: 0, history: [], bestEpoch: 0, bestHeldOutLoss: 0,
+                    trainer: nil, tensors: []),
+                tensors: kept
+            ).write(to: cacheURL)
+        }
+        return samples.map { sample in
+            let tensor = cached[sample.contentHash]!
+            return (0..<Self.views).map { Array(tensor.scalars[($0 * features)..<(($0 + 1) * features)]) }
+        }
+    }
+}

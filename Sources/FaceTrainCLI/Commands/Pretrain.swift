@@ -1,0 +1,203 @@
+import FaceTrain
+import Foundation
+
+/// `facetrain pretrain`: trains a base extractor on identity folders and writes a base model.
+struct Pretrain: Command {
+    static let name = "pretrain"
+    static let abstract = "Pretrain a base face extractor on folders of many identities (a base model for fit --base)."
+    static var options: [OptionSpec] {
+        [
+            .required(
+                "data", "dir",
+                "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."),
+            .required("out", "dir", "Base model folder to write (must not exist)."),
+            .option("architecture", "name", "Extractor architecture (see `facetrain architectures`).", default: "ref-small"),
+            .option("width", "n", "Channels of the first block.", default: "32"),
+            .option("input-size", "px", "Side of the square network input.", default: "64"),
+            .option("epochs", "n", "Passes over the training crops.", default: "15"),
+            .option("batch-size", "n", "Crops per training step.", default: "128"),
+            .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
+            .option("seed", "n", "Seed of everything random; the same seed gives the same weights.", default: "1"),
+            .option("name", "text", "Name recorded in the base manifest.", default: "celeba-ref-small-32"),
+            .option("version", "n", "Version recorded in the base manifest.", default: "1"),
+            .option("teacher", "file.h5", "Descriptors of a stronger network per crop, distilled by their relations.", default: ""),
+            .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
+            .option("cache", "dir", "Folder of the decoded-crop cache (reused by later runs).", default: ""),
+            .flag("skip-bad", "Train without crops that cannot be decoded, naming each one."),
+            .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
+            .flag("json", "Print one JSON object per line per event."),
+        ]
+    }
+
+    let data: URL
+    let out: URL
+    let configuration: PretrainConfiguration
+    let cache: URL
+    let name: String
+    let version: Int
+    let teacher: URL?
+    let skipBad: Bool
+    let resume: Bool
+    let json: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        data = URL(fileURLWithPath: try arguments.required("data"))
+        out = URL(fileURLWithPath: try arguments.required("out"))
+        var configuration = PretrainConfiguration()
+        configuration.architecture = try arguments.required("architecture")
+        guard ModelDefinition.extractorArchitectures.contains(configuration.architecture) else {
+            throw UsageError(
+                message: "--architecture \(configuration.architecture) is not known; known: "
+                    + ModelDefinition.extractorArchitectures.joined(separator: ", "))
+        }
+        configuration.width = try arguments.required("width")
+        configuration.inputSize = try arguments.required("input-size")
+        configuration.epochs = try arguments.required("epochs")
+        configuration.batchSize = try arguments.required("batch-size")
+        configuration.learningRate = try arguments.required("learning-rate")
+        configuration.seed = try arguments.required("seed")
+        guard (1...10_000).contains(configuration.epochs) else { throw UsageError(message: "--epochs must be in 1...10000") }
+        guard (2...4096).contains(configuration.batchSize) else {
+            throw UsageError(message: "--batch-size must be in 2...4096 (batch normalisation needs two crops)")
+        }
+        guard (32...256).contains(configuration.inputSize), configuration.inputSize % 8 == 0 else {
+            throw UsageError(message: "--input-size must be a multiple of 8 in 32...256")
+        }
+        guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
+        guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
+            throw UsageError(message: "--learning-rate must be a positive number")
+        }
+        let teacherPath: String = try arguments.required("teacher")
+        teacher = teacherPath.isEmpty ? nil : URL(fileURLWithPath: teacherPath)
+        if let teacher {
+            configuration.teacher = teacher.lastPathComponent
+            configuration.teacherWeight = try arguments.required("teacher-weight")
+            guard configuration.teacherWeight.isFinite, configuration.teacherWeight >= 0 else {
+                throw UsageError(message: "--teacher-weight must be a number >= 0")
+            }
+        }
+        self.configuration = configuration
+        name = try arguments.required("name")
+        version = try arguments.required("version")
+        guard version >= 1 else { throw UsageError(message: "--version must be a positive integer") }
+        let cachePath: String = try arguments.required("cache")
+        cache =
+            cachePath.isEmpty
+            ? URL(fileURLWithPath: ProcessInfo.processInfo.environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache"))
+                .appendingPathComponent("facetrain") : URL(fileURLWithPath: cachePath)
+        skipBad = arguments.flag("skip-bad")
+        resume = arguments.flag("resume")
+        json = arguments.flag("json")
+    }
+
+    func run() throws -> ExitCode {
+        installInterruptHandler()
+        guard !FileManager.default.fileExists(atPath: out.path) else { throw BaseModelError.exists(path: out.path) }
+        let progress = PretrainProgress(json: json)
+        let started = Date()
+        let corpus = try IdentityCorpus.scan(data)
+        progress.say("corpus: \(corpus.identities.count) identities, \(corpus.crops.count) crops in \(corpus.imagesRoot.path)")
+        let (cropCache, report) = try CropCache.open(
+            for: corpus, side: configuration.cropSide, folder: cache, progress: progress.cacheProgress)
+        if let reason = report.rebuiltBecause { progress.warn("the crop cache was rebuilt: \(reason)") }
+        progress.say(
+            String(
+                format: "crop cache %@: %d crops reused, %d decoded in %.1fs", cropCache.url.path, report.reused,
+                report.decoded, report.seconds))
+        if !cropCache.problems.isEmpty {
+            guard skipBad else { throw CorpusError.unreadableImages(cropCache.problems) }
+            for problem in cropCache.problems { progress.warn("skipped: \(problem)") }
+        }
+        let descriptors = try teacher.map { url throws(CorpusError) in try TeacherDescriptors.load(url) }
+        let session = try PretrainSession(
+            corpus: corpus, cache: cropCache, configuration: configuration,
+            checkpointDirectory: out.deletingLastPathComponent().appendingPathComponent(".checkpoints"),
+            teacher: descriptors)
+        let result = try session.run(resume: resume, observer: progress) { interruptRequested }
+        if interruptRequested { throw FitError.interrupted(checkpoint: session.checkpointURL.path) }
+        let base = try session.writeBase(
+            result, name: name, version: version, seconds: Date().timeIntervalSince(started), to: out)
+        session.removeCheckpoint()
+        let metrics = result.verification
+        if json {
+            progress.event(
+                "base",
+                [
+                    "path": out.path, "pair_accuracy": metrics.pairAccuracy, "tar_at_far_1e-2": metrics.trueAcceptAt1e2,
+                    "tar_at_far_1e-3": metrics.trueAcceptAt1e3, "bank_crops": base.bank.crops,
+                ])
+        } else {
+            progress.say(
+                String(
+                    format: "verification on %d identities (%d crops): pair accuracy %.4f (±%.4f), TAR %.3f at FAR 1e-2, "
+                        + "%.3f at FAR 1e-3", metrics.identities, metrics.crops, metrics.pairAccuracy,
+                    metrics.pairAccuracyStandardDeviation, metrics.trueAcceptAt1e2, metrics.trueAcceptAt1e3))
+            print(out.path)
+        }
+        return .success
+    }
+}
+
+/// Pretraining progress: a live bar on a terminal, one line per epoch otherwise, JSON lines with --json.
+final class PretrainProgress: PretrainObserver {
+    private let printer: ProgressPrinter
+    private var epochs = 0
+
+    init(json: Bool) { printer = ProgressPrinter(json: json) }
+
+    func event(_ name: String, _ fields: [String: Any]) { printer.event(name, fields) }
+    func say(_ text: String) { printer.say(text) }
+    func warn(_ text: String) {
+        if printer.style == .json { printer.event("warning", ["message": text]) } else { printError("warning: \(text)") }
+    }
+
+    func cacheProgress(done: Int, total: Int) {
+        guard printer.style == .terminal else { return }
+        FileHandle.standardOutput.write(Data("\r caching crops \(done)/\(total) ".utf8))
+        if done == total { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
+    }
+
+    func pretrainStarted(crops: Int, identities: Int, verificationCrops: Int, epochs: Int, resumedFrom: Int?) {
+        self.epochs = epochs
+        if printer.style == .json {
+            printer.event(
+                "start",
+                [
+                    "training_crops": crops, "identities": identities, "verification_crops": verificationCrops,
+                    "epochs": epochs, "resumed_from_epoch": resumedFrom as Any,
+                ])
+        } else {
+            let resumed = resumedFrom.map { ", resuming after epoch \($0)" } ?? ""
+            say(
+                "pretraining on \(crops) crops of \(identities) identities, verifying on \(verificationCrops) crops, "
+                    + "\(epochs) epochs\(resumed)")
+        }
+    }
+
+    func batchFinished(epoch: Int, batch: Int, batches: Int, imagesPerSecond: Double, loss: Double) {
+        printer.epochs = epochs
+        printer.batchFinished(epoch: epoch, batch: batch, batches: batches, imagesPerSecond: imagesPerSecond, loss: loss)
+    }
+
+    func epochFinished(_ record: PretrainEpochRecord) {
+        if printer.style == .json {
+            printer.event(
+                "epoch",
+                [
+                    "epoch": record.epoch, "loss": record.loss, "accuracy": record.accuracy,
+                    "verification_accuracy": record.verificationAccuracy, "learning_rate": record.learningRate,
+                    "seconds": record.seconds, "images_per_second": record.imagesPerSecond,
+                ])
+        } else {
+            let clear = printer.style == .terminal ? "\r\u{1B}[K" : ""
+            FileHandle.standardOutput.write(
+                Data(
+                    String(
+                        format: "%@epoch %3d/%d  loss %.4f  identity acc %.3f  verification %.4f  lr %.2e  %.0f img/s  %.1fs\n",
+                        clear, record.epoch, epochs, record.loss, record.accuracy, record.verificationAccuracy,
+                        record.learningRate, record.imagesPerSecond, record.seconds
+                    ).utf8))
+        }
+    }
+}

@@ -1,0 +1,225 @@
+import FaceTrain
+import FaceTrainTestSupport
+import Foundation
+import Testing
+
+/// `pretrain` and `fit --base` end to end through the built binary, on synthetic identities.
+@Suite("pretrain and fit from a base", .serialized)
+struct PretrainCommandTests {
+    /// A corpus of `identities` synthetic people x `crops` crops, laid out as <identity>/<crop>.
+    static func syntheticCorpus(identities: Int = 200, crops: Int = 6) throws -> URL {
+        let root = BundleFixture.temporaryDirectory().appendingPathComponent("corpus")
+        let synth = try CLIRunner.run([
+            "synth", "--out", root.path, "--users", String(identities), "--per-user", String(crops), "--seed", "5",
+            "--negatives", "1", "--unknown-identities", "1", "--per-unknown", "1",
+        ])
+        try #require(synth.status == 0, "\(synth.standardError)")
+        // Classes 1 and 2 and the metadata belong to a user data folder, not to a corpus of identities.
+        for name in ["1", "2", "users.json"] { try FileManager.default.removeItem(at: root.appendingPathComponent(name)) }
+        return root
+    }
+
+    static let small = ["--input-size", "32", "--width", "8", "--batch-size", "32", "--name", "test-base"]
+
+    static func epochs(_ output: String) -> [[String: Any]] {
+        output.split(separator: "\n").compactMap {
+            guard let object = try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any],
+                object["event"] as? String == "epoch"
+            else { return nil }
+            return object
+        }
+    }
+
+    @Test func pretrainingLowersTheLossRaisesVerificationAndWritesAVerifiedBase() throws {
+        let corpus = try Self.syntheticCorpus()
+        let root = corpus.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = root.appendingPathComponent("base")
+        let cache = root.appendingPathComponent("cache")
+        let run = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "10", "--cache", cache.path, "--json"]
+                + Self.small)
+        try #require(run.status == 0, "\(run.standardError)")
+        let epochs = Self.epochs(run.standardOutput)
+        try #require(epochs.count == 10)
+        let losses = epochs.map { $0["loss"] as! Double }
+        let verification = epochs.map { $0["verification_accuracy"] as! Double }
+        #expect(losses.last! < losses.first! * 0.8, "loss \(losses)")
+        #expect(verification.last! > verification.first! + 0.05, "verification \(verification)")
+        #expect(verification.last! > 0.7, "verification \(verification)")
+
+        let loaded = try BaseModel.load(from: base)
+        #expect(loaded.manifest.name == "test-base")
+        #expect(loaded.manifest.license.contains("non-commercial"))
+        #expect(loaded.manifest.verification.roc.count == 10)
+        #expect(loaded.manifest.data.identities + loaded.manifest.data.verificationIdentities == 200)
+
+        // A second run reuses the cache; a changed crop is decoded again, alone.
+        let again = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b2").path, "--epochs", "1",
+             "--cache", cache.path] + Self.small)
+        #expect(again.status == 0, "\(again.standardError)")
+        #expect(again.standardOutput.contains("1200 crops reused, 0 decoded"), "\(again.standardOutput)")
+        // New content under an old name (a grey PGM no other crop shares) is decoded; the rest is copied.
+        let changed = corpus.appendingPathComponent("3/1.jpg")
+        var pgm = Data("P5\n40 40\n255\n".utf8)
+        pgm.append(contentsOf: (0..<1600).map { UInt8(($0 * 37) % 251) })
+        try pgm.write(to: changed)
+        let third = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b3").path, "--epochs", "1",
+             "--cache", cache.path] + Self.small)
+        #expect(third.status == 0, "\(third.standardError)")
+        #expect(third.standardOutput.contains("1199 crops reused, 1 decoded"), "\(third.standardOutput)")
+        #expect(third.standardError.contains("rebuilt: files of the corpus changed"))
+
+        // A damaged cache is rebuilt from scratch, and says so.
+        let cacheFile = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: cache.path).first { $0.hasSuffix(".cache") })
+        try BundleFixture.flipByte(in: cache.appendingPathComponent(cacheFile), at: 50_000)
+        let fourth = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b4").path, "--epochs", "1",
+             "--cache", cache.path] + Self.small)
+        #expect(fourth.status == 0, "\(fourth.standardError)")
+        #expect(fourth.standardError.contains("is damaged (its checksum does not match)"), "\(fourth.standardError)")
+        #expect(fourth.standardOutput.contains("0 crops reused, 1200 decoded"))
+    }
+
+    @Test func resumeAfterSIGKILLGivesTheSameWeights() throws {
+        let corpus = try Self.syntheticCorpus(identities: 60, crops: 5)
+        let root = corpus.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let cache = root.appendingPathComponent("cache").path
+        let options = ["--epochs", "5", "--cache", cache, "--json"] + Self.small
+        let straight = root.appendingPathComponent("straight/base")
+        let uninterrupted = try CLIRunner.run(["pretrain", "--data", corpus.path, "--out", straight.path] + options)
+        try #require(uninterrupted.status == 0, "\(uninterrupted.standardError)")
+
+        let resumed = root.appendingPathComponent("resumed/base")
+        let arguments = ["pretrain", "--data", corpus.path, "--out", resumed.path] + options
+        let background = try CLIRunner.Background(arguments, environment: [:])
+        let deadline = Date().addingTimeInterval(300)
+        while !background.standardOutput.contains("\"epoch\":2,") && background.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        kill(background.process.processIdentifier, SIGKILL)
+        background.process.waitUntilExit()
+        #expect(!FileManager.default.fileExists(atPath: resumed.path))
+        let finish = try CLIRunner.run(arguments + ["--resume"])
+        try #require(finish.status == 0, "\(finish.standardError)")
+        #expect(Self.epochs(finish.standardOutput).first?["epoch"] as? Int ?? 0 >= 3)
+        for file in ["weights.h5", "bank.h5"] {
+            #expect(
+                try Data(contentsOf: straight.appendingPathComponent(file))
+                    == Data(contentsOf: resumed.appendingPathComponent(file)), "\(file) differs after resuming")
+        }
+    }
+
+    @Test func badCorporaAreClearErrors() throws {
+        let root = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        // One crop per identity: nothing to learn what keeps a person's crops together.
+        let single = try Self.syntheticCorpus(identities: 30, crops: 1)
+        let one = try CLIRunner.run(
+            ["pretrain", "--data", single.path, "--out", root.appendingPathComponent("b").path,
+             "--cache", root.appendingPathComponent("c").path] + Self.small)
+        #expect(one.status == 1)
+        #expect(one.standardError.contains("has two crops or more"), "\(one.standardError)")
+        try? FileManager.default.removeItem(at: single.deletingLastPathComponent())
+
+        // An unreadable crop is named, and nothing is trained unless --skip-bad.
+        let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
+        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
+        try Data("not a jpeg".utf8).write(to: corpus.appendingPathComponent("5/broken.jpg"))
+        let bad = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b").path, "--epochs", "1",
+             "--cache", root.appendingPathComponent("c").path] + Self.small)
+        #expect(bad.status == 1)
+        #expect(bad.standardError.contains("5/broken.jpg"), "\(bad.standardError)")
+        #expect(bad.standardError.contains("--skip-bad"))
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("b").path))
+        let skipped = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b").path, "--epochs", "1",
+             "--cache", root.appendingPathComponent("c").path, "--skip-bad"] + Self.small)
+        #expect(skipped.status == 0, "\(skipped.standardError)")
+        #expect(skipped.standardError.contains("skipped:") && skipped.standardError.contains("broken.jpg"))
+
+        let missing = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", root.appendingPathComponent("x").path])
+        #expect(missing.status == 1)
+        #expect(missing.standardError.contains("is not a folder"))
+    }
+
+    @Test func fitFromTheBuiltinBaseAndFromNoneBothWriteVerifiedBundles() throws {
+        let data = try FitCommandTests.syntheticData()
+        let root = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let models = root.appendingPathComponent("models")
+        let fromBase = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path])
+        try #require(fromBase.status == 0, "\(fromBase.standardError)")
+        #expect(fromBase.standardOutput.contains("base: celeba-ref-small-32"))
+        #expect(fromBase.standardOutput.contains("leave_users_out"))
+        let bundle = models.appendingPathComponent("1")
+        #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
+        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
+            as! [String: Any]
+        let training = manifest["training"] as! [String: Any]
+        let base = try #require(training["base"] as? [String: Any])
+        #expect(base["name"] as? String == "celeba-ref-small-32")
+        #expect((base["sha256"] as? String)?.count == 64)
+        #expect(base["training"] as? String == "head")
+        let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
+            as! [String: Any]
+        let calibration = try #require(metrics["calibration"] as? [String: Double])
+        #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out", "bank"])
+        #expect(calibration.values.allSatisfy { $0 <= 0.05 + 1e-9 }, "\(calibration)")
+
+        // The second fit of the same data reuses every cached embedding.
+        let again = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path])
+        #expect(again.status == 0, "\(again.standardError)")
+        #expect(try Data(contentsOf: bundle.appendingPathComponent("weights.h5"))
+            == Data(contentsOf: models.appendingPathComponent("2/weights.h5")))
+
+        let scratch = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path] + FitCommandTests.quickFit)
+        #expect(scratch.status == 0, "\(scratch.standardError)")
+        let scratchManifest = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: models.appendingPathComponent("3/manifest.json"))) as! [String: Any]
+        #expect((scratchManifest["training"] as! [String: Any])["base"] == nil)
+
+        // Options of the from-scratch network are refused with a base, saying why.
+        let mixed = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--width", "32"])
+        #expect(mixed.status == 64)
+        #expect(mixed.standardError.contains("--width applies to --base none only"))
+    }
+
+    @Test func aDamagedOrForeignBaseIsRefusedByName() throws {
+        let data = try FitCommandTests.syntheticData()
+        let root = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
+        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
+        let base = root.appendingPathComponent("base")
+        let made = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "1",
+             "--cache", root.appendingPathComponent("cache").path] + Self.small)
+        try #require(made.status == 0, "\(made.standardError)")
+        // A base of another input size (32 px) fits data read at its own size.
+        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+                                     "--base", base.path])
+        #expect(fit.status == 0, "\(fit.standardError)")
+
+        try BundleFixture.flipByte(in: base.appendingPathComponent("weights.h5"), at: 4000)
+        let damaged = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+                                         "--base", base.path])
+        #expect(damaged.status == 1)
+        #expect(damaged.standardError.contains("weights.h5: its SHA-256 does not match"), "\(damaged.standardError)")
+        #expect(Self.versions(root.appendingPathComponent("m")) == ["1"])
+
+        let notABase = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+                                          "--base", data.path])
+        #expect(notABase.status == 1)
+        #expect(notABase.standardError.contains("has no manifest.json"), "\(notABase.standardError)")
+    }
+
+    static func versions(_ models: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: models.path)) ?? []).filter { Int($0) != nil }.sorted()
+    }
+}
