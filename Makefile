@@ -11,7 +11,13 @@ PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
 # command : Debian package (tools the tests call)
 TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils
 
-.PHONY: all deps pydeps build release demo test bench quality lint format clean
+SHARED   ?= ../shared
+BASE     := base/celeba-ref-small-32
+# The recipe of the builtin base (its manifest records it too).
+BASE_ARGS := --epochs 15 --width 32 --seed 1 --name celeba-ref-small-32 --version 1 \
+             --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-weight 200
+
+.PHONY: all deps pydeps build release demo test bench bench-enrollment quality base lint format clean
 
 all: build
 
@@ -48,6 +54,18 @@ demo: release
 test: deps pydeps
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
+
+# Retrains the builtin base from ../shared (about 20 minutes on 2 cores) and compiles it in.
+base: release
+	rm -rf $(BASE).new
+	.build/release/facetrain pretrain --data $(SHARED)/datasets/celeba_identities --out $(BASE).new $(BASE_ARGS)
+	rm -rf $(BASE) && mv $(BASE).new $(BASE)
+	touch Sources/CBaseModel/base_model.S
+	$(SWIFT) build -c release
+
+# Wall time of fit from the base for 100 users (cold and warm embedding cache) and from scratch.
+bench-enrollment: release
+	bash Tests/Scripts/bench_enrollment.sh
 
 quality: release
 	bash datasets/quality.sh

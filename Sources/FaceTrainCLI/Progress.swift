@@ -74,10 +74,11 @@ final class ProgressPrinter: FitObserver {
                     "learning_rate": record.learningRate, "seconds": record.seconds, "best": isBest,
                 ])
         case .terminal, .lines:
-            let clear = style == .terminal ? "\r\u{1B}[K" : ""
+            // facetrain's own clear-line sequence goes out as it is; only the text passes `terminalSafe`.
+            if style == .terminal { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
             let line = String(
-                format: "%@epoch %3d/%d  train loss %.4f acc %.3f  held-out loss %.4f acc %.3f  lr %.2e  %.1fs%@",
-                clear, record.epoch, epochs, record.trainLoss, record.trainAccuracy, record.heldOutLoss,
+                format: "epoch %3d/%d  train loss %.4f acc %.3f  held-out loss %.4f acc %.3f  lr %.2e  %.1fs%@",
+                record.epoch, epochs, record.trainLoss, record.trainAccuracy, record.heldOutLoss,
                 record.heldOutAccuracy, record.learningRate, record.seconds, isBest ? "  *best" : "")
             print(line)
             fflush(nil)

@@ -41,6 +41,20 @@ struct FitCommandTests {
         ((try? FileManager.default.contentsOfDirectory(atPath: models.path)) ?? []).filter { Int($0) != nil }.sorted()
     }
 
+    /// On a terminal (a pseudo-terminal from util-linux `script`), epoch lines clear the live bar
+    /// with a real escape sequence; the escaping of untrusted text must not print it as `\u{1B}[K`.
+    @Test func epochLinesOnATerminalClearTheBarWithARealEscape() throws {
+        let data = try Self.syntheticData()
+        let models = data.deletingLastPathComponent().appendingPathComponent("models")
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let command = ([CLIRunner.binary.path, "fit", "--data", data.path, "--out", models.path] + Self.quickFit)
+            .map { "'\($0)'" }.joined(separator: " ")
+        let run = try CLIRunner.runProgram("/usr/bin/script", ["-qec", command, "/dev/null"])
+        #expect(run.status == 0, "\(run.standardOutput)")
+        #expect(run.standardOutput.contains("\r\u{1B}[Kepoch   1/30"), "\(run.standardOutput.prefix(600))")
+        #expect(!run.standardOutput.contains("\\u{1B}"), "\(run.standardOutput.prefix(600))")
+    }
+
     @Test func fitWritesAVerifiedBundleThatRecognisesSyntheticUsers() throws {
         let data = try Self.syntheticData()
         let models = data.deletingLastPathComponent().appendingPathComponent("models")

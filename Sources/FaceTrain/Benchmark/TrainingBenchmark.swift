@@ -11,6 +11,8 @@ public enum TrainingBenchmark {
         public var warmupSteps = 5
         public var classes = 42
         public var inputSize = 64
+        /// Channels of ref-small's first block (32 is the builtin base's extractor).
+        public var width = 16
         public var inferenceBatchSize = 64
         /// Seconds spent collecting batch-1 latencies.
         public var latencySeconds = 1.0
@@ -88,7 +90,8 @@ public enum TrainingBenchmark {
     /// Runs the benchmark.
     public static func run(_ configuration: Configuration = Configuration()) throws -> Result {
         let classes = (0..<configuration.classes).map { "class\($0)" }
-        let definition = ModelDefinition.referenceSmall(classLabels: classes, inputSize: configuration.inputSize)
+        let definition = ModelDefinition.referenceSmall(
+            classLabels: classes, inputSize: configuration.inputSize, width: configuration.width)
         var generator = SplitMix64(seed: configuration.seed)
         let channels = definition.input.channels
         func images(_ count: Int) -> Tensor {

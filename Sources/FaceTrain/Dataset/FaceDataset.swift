@@ -100,6 +100,15 @@ public struct FaceDataset: Sendable {
         return (training, heldOut)
     }
 
+    /// The same data without some user classes (their crops, labels and metadata).
+    public func without(labels removed: Set<Int>) -> FaceDataset {
+        var copy = self
+        copy.labels = labels.filter { !removed.contains($0) }
+        copy.users = users.filter { !removed.contains($0.id) }
+        copy.samples = samples.filter { !removed.contains($0.label) }
+        return copy
+    }
+
     /// Display name of a class label: the user's name or the negative class's name.
     public func name(of label: Int) -> String {
         NegativeClass.name(of: label) ?? users.first { $0.id == label }?.name ?? "user \(label)"

@@ -70,9 +70,11 @@ public struct ThresholdPoint: Codable, Sendable, Equatable {
     public var nonfaceFalseAcceptRate: Double
     /// False accept rate on the calibration set (held-out strangers and simulated unseen strangers).
     public var calibrationFalseAcceptRate: Double
+    /// The rate of each calibration source, when there are several named ones (a fit from a base).
+    public var sources: [String: Double]?
 
     enum CodingKeys: String, CodingKey {
-        case threshold
+        case threshold, sources
         case userAccuracy = "user_accuracy"
         case unknownFalseAcceptRate = "unknown_far"
         case nonfaceFalseAcceptRate = "nonface_far"
@@ -239,11 +241,30 @@ public enum Scoring {
         return (0...100).map { step in
             let rule = DecisionRule(classLabels: classLabels, threshold: Double(step) / 100)
             let rates = rates(predictions, rule: rule)
-            let calibration = sources.values.map { self.rates($0, rule: rule).unknownFAR }.max() ?? 0
+            let perSource = sources.mapValues { self.rates($0, rule: rule).unknownFAR }
             return ThresholdPoint(
                 threshold: rule.threshold, userAccuracy: rates.userAccuracy, unknownFalseAcceptRate: rates.unknownFAR,
-                nonfaceFalseAcceptRate: rates.nonfaceFAR, calibrationFalseAcceptRate: calibration)
+                nonfaceFalseAcceptRate: rates.nonfaceFAR,
+                calibrationFalseAcceptRate: calibrationRate(sources, named: extra != nil, rule: rule, perSource: perSource),
+                sources: extra == nil ? nil : perSource)
         }
+    }
+
+    /// Sources that only set a floor: the base's bank shows strangers of another collection, so it
+    /// is not pooled with the strangers of this data, only never exceeded.
+    static let floorSources: Set<String> = ["bank"]
+
+    /// The calibration rate at `rule`. Named sources (a fit from a base): the strangers of this
+    /// data (leave-users-out and held-out class 2) pooled, since they estimate the same rate and
+    /// the held-out handful alone moves it by several points a crop; the floor sources apart.
+    /// Otherwise the largest rate of any source.
+    static func calibrationRate(
+        _ sources: [String: [Prediction]], named: Bool, rule: DecisionRule, perSource: [String: Double]
+    ) -> Double {
+        guard named else { return perSource.values.max() ?? 0 }
+        let pooled = sources.filter { !floorSources.contains($0.key) }.values.flatMap { $0 }
+        let floors = perSource.filter { floorSources.contains($0.key) }.values
+        return max(pooled.isEmpty ? 0 : rates(pooled, rule: rule).unknownFAR, floors.max() ?? 0)
     }
 
     /// The strangers a threshold is calibrated on, by source.

@@ -30,7 +30,7 @@ public enum ModelEvaluation {
     ) throws -> EvaluationRun {
         var network = try Network(model: model)
         let labels = model.definition.classLabels
-        let probabilities = Inference.probabilities(of: samples, with: &network, definition: model.definition)
+        let probabilities = try Inference.probabilities(of: samples, with: &network, definition: model.definition)
         let predictions = zip(samples, probabilities).map { sample, row in
             Prediction(path: sample.path, trueLabel: trueLabel(of: sample, classLabels: labels), probabilities: row)
         }
@@ -43,7 +43,7 @@ public enum ModelEvaluation {
                 predictions, classLabels: labels, strangers: strangers, threshold: threshold ?? chosen)
         }
         var embeddings =
-            withEmbeddings ? Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
+            withEmbeddings ? try Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
         if model.definition.layers.contains(where: { $0.kind == "l2normalize" }) {
             embeddings = embeddings.map(unitLength)
         }

@@ -108,6 +108,37 @@ public struct Network: Sendable, CustomStringConvertible {
         }
     }
 
+    /// What a non-strict load did with each tensor, by parameter key ("0.conv2d.weight").
+    public struct LoadReport: Sendable, Equatable {
+        /// Tensors of the network that took saved values.
+        public var taken: [String] = []
+        /// Saved tensors with no parameter of the same key and shape here.
+        public var skipped: [String] = []
+        /// Parameters that kept their initial values (no saved tensor fits them).
+        public var initialised: [String] = []
+    }
+
+    /// Takes every saved tensor whose key ("<layer>.<kind>.<name>") and shape match a parameter,
+    /// leaving the others as initialised: a pretrained trunk into a network with a new head.
+    @discardableResult
+    public mutating func loadMatching(_ weights: [LayerWeights]) -> LoadReport {
+        var saved: [String: Tensor] = [:]
+        for layer in weights { for tensor in layer.tensors { saved["\(layer.name).\(tensor.name)"] = tensor.tensor } }
+        var report = LoadReport()
+        var used = Set<String>()
+        updateParameters { key, parameter in
+            if let tensor = saved[key], tensor.shape == parameter.value.shape {
+                parameter.value = tensor
+                report.taken.append(key)
+                used.insert(key)
+            } else {
+                report.initialised.append(key)
+            }
+        }
+        report.skipped = saved.keys.filter { !used.contains($0) }.sorted()
+        return report
+    }
+
     /// Applies `update` to every parameter, with its key "<layer index>.<kind>.<name>" such as
     /// "0.conv2d.weight", in layer and file order. Optimizers and loaders use this.
     public mutating func updateParameters(_ update: (_ key: String, _ parameter: inout Parameter) -> Void) {
@@ -234,14 +265,18 @@ public struct Network: Sendable, CustomStringConvertible {
 
     /// The face embeddings [N, features] for images [N, C, H, W], in inference mode: what the
     /// classifier compares, i.e. the input of the L2 normalisation when there is one (after the
-    /// batch-norm neck), otherwise the output of the last global average pool.
+    /// batch-norm neck); for an extractor (nothing but normalisation after the pool) its last
+    /// layer's output; otherwise the output of the last global average pool.
     public mutating func embeddings(for images: Tensor) throws -> Tensor {
         try validate(images)
         guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool) else {
             throw NetworkError.noEmbedding
         }
         let normalizeIndex = definition.layers.lastIndex { $0.kind == "l2normalize" }
-        let embeddingLayer = normalizeIndex.map { max($0 - 1, poolIndex) } ?? poolIndex
+        // An extractor (no classifier after the pool) ends at its embedding: after the neck.
+        let isExtractor = !definition.layers[poolIndex...].contains { $0.kind == "linear" }
+        let embeddingLayer =
+            normalizeIndex.map { max($0 - 1, poolIndex) } ?? (isExtractor ? definition.layers.count - 1 : poolIndex)
         guard let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == embeddingLayer }) else {
             throw NetworkError.noEmbedding
         }

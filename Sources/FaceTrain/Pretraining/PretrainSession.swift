@@ -314,6 +314,17 @@ public final class PretrainSession: @unchecked Sendable {
             trainingCrops: training.count, trainingIdentities: trainingIdentities)
     }
 
+    /// The result of the run that made `base`, with its verification measured again by this
+    /// facetrain (after a change in how embeddings or metrics are computed); the recorded
+    /// history stays as it was measured then.
+    public func remeasure(_ base: BaseModel) throws(FitError) -> PretrainResult {
+        var network: Network
+        do { network = try Network(model: base.extractor) } catch { throw .engine("\(error)") }
+        return PretrainResult(
+            extractor: base.extractor, history: base.manifest.training.epochs, verification: try measureVerification(&network),
+            trainingCrops: training.count, trainingIdentities: trainingIdentities)
+    }
+
     /// Embedding width: the channels of the extractor's last layer.
     static func embeddingFeatures(of definition: ModelDefinition) -> Int {
         for layer in definition.layers.reversed() {

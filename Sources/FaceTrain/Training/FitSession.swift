@@ -34,7 +34,16 @@ public final class FitSession {
     /// Held from `run` until the checkpoint is removed: one fit per checkpoint at a time.
     private var lock: FileLock?
 
-    public init(dataset: FaceDataset, configuration: FitConfiguration, checkpointDirectory: URL) throws(FitError) {
+    /// Weights the network starts from (matching tensors only: a base's trunk); nil starts from
+    /// He-initialised weights.
+    let initialWeights: [LayerWeights]?
+
+    /// With `definition` nil, ref-small of the configuration's width and input size.
+    public init(
+        dataset: FaceDataset, configuration: FitConfiguration, checkpointDirectory: URL,
+        definition: ModelDefinition? = nil, initialWeights: [LayerWeights]? = nil
+    ) throws(FitError) {
+        self.initialWeights = initialWeights
         self.dataset = dataset
         self.configuration = configuration
         let split = dataset.split(holdout: configuration.holdout)
@@ -46,11 +55,14 @@ public final class FitSession {
         guard heldOut.contains(where: { !negatives.contains($0.label) }) else {
             throw .noHeldOutUsers(holdout: configuration.holdout)
         }
-        definition = .referenceSmall(
-            classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
-            width: configuration.width)
+        let chosen =
+            definition
+            ?? .referenceSmall(
+                classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
+                width: configuration.width)
+        self.definition = chosen
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
-        key = Self.key(dataset: dataset, configuration: configuration, definition: definition)
+        key = Self.key(dataset: dataset, configuration: configuration, definition: self.definition)
         checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(key.prefix(16)).checkpoint")
     }
 
@@ -193,7 +205,7 @@ public final class FitSession {
                     epoch: epoch, batch: batch + 1, batches: batchCount,
                     imagesPerSecond: Double(seen) / max(elapsed, 1e-9), loss: lossSum / Double(seen))
             }
-            let (heldOutLoss, heldOutAccuracy) = evaluateHeldOut(trainer: &trainer)
+            let (heldOutLoss, heldOutAccuracy) = try evaluateHeldOut(trainer: &trainer)
             // Weights can overflow in the last update of an epoch while every batch loss was finite.
             guard heldOutLoss.isFinite else { throw .divergedHeldOut(epoch: epoch, loss: heldOutLoss) }
             let record = EpochRecord(
@@ -234,9 +246,11 @@ public final class FitSession {
     }
 
     /// Mean cross-entropy (no smoothing, no weights) and accuracy of the held-out crops.
-    private func evaluateHeldOut(trainer: inout Trainer) -> (loss: Double, accuracy: Double) {
+    private func evaluateHeldOut(trainer: inout Trainer) throws(FitError) -> (loss: Double, accuracy: Double) {
         guard !heldOut.isEmpty else { return (0, 0) }
-        let probabilities = Inference.probabilities(of: heldOut, with: &trainer.network, definition: definition)
+        let probabilities: [[Float]]
+        do { probabilities = try Inference.probabilities(of: heldOut, with: &trainer.network, definition: definition) }
+        catch { throw .engine("\(error)") }
         var loss = 0.0
         var correct = 0
         for (sample, row) in zip(heldOut, probabilities) {
@@ -251,7 +265,8 @@ public final class FitSession {
     /// label smoothing, class weights and gradient clipping.
     private func makeTrainer(batchCount: Int) throws(FitError) -> Trainer {
         do {
-            let network = try Network(definition: definition, seed: configuration.seed)
+            var network = try Network(definition: definition, seed: configuration.seed)
+            if let initialWeights { network.loadMatching(initialWeights) }
             return Trainer(
                 network: network, optimizer: AdamW(weightDecay: Float(configuration.weightDecay)),
                 learningRate: Float(configuration.learningRate),

@@ -4,22 +4,19 @@ import Foundation
 public enum Inference {
     static let batchSize = 64
 
-    /// Softmax output per sample, in the model's class order.
+    /// Softmax output per sample, in the model's class order. A network that cannot run the
+    /// crops throws: a row of zeros would be scored as a wrong answer, silently.
     public static func probabilities(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition)
-        -> [[Float]]
+        throws -> [[Float]]
     {
-        run(samples, definition: definition) { images in
-            (try? network.probabilities(for: images)) ?? Tensor(zeros: [images.shape[0], definition.classLabels.count])
-        }
+        try run(samples, definition: definition) { images in try network.probabilities(for: images) }
     }
 
     /// The face embedding (`Network.embeddings`: the input of the L2 normalisation) per sample.
     public static func embeddings(of samples: [FaceSample], with network: inout Network, definition: ModelDefinition)
-        -> [[Float]]
+        throws -> [[Float]]
     {
-        run(samples, definition: definition) { images in
-            (try? network.embeddings(for: images)) ?? Tensor(zeros: [images.shape[0], 1])
-        }
+        try run(samples, definition: definition) { images in try network.embeddings(for: images) }
     }
 
     /// Normalised input tensor of some samples.
@@ -36,15 +33,15 @@ public enum Inference {
         return images
     }
 
-    private static func run(_ samples: [FaceSample], definition: ModelDefinition, _ body: (Tensor) -> Tensor)
-        -> [[Float]]
+    private static func run(_ samples: [FaceSample], definition: ModelDefinition, _ body: (Tensor) throws -> Tensor)
+        rethrows -> [[Float]]
     {
         var rows: [[Float]] = []
         rows.reserveCapacity(samples.count)
         var start = 0
         while start < samples.count {
             let end = min(start + batchSize, samples.count)
-            let output = body(batch(samples[start..<end], input: definition.input))
+            let output = try body(batch(samples[start..<end], input: definition.input))
             let width = output.count / (end - start)
             for row in 0..<(end - start) { rows.append(Array(output.scalars[(row * width)..<((row + 1) * width)])) }
             start = end

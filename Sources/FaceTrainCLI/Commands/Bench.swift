@@ -8,6 +8,7 @@ struct Bench: Command {
     static var options: [OptionSpec] {
         [
             .option("batch-size", "n", "Training batch size.", default: "32"),
+            .option("width", "n", "Channels of ref-small's first block (32: the builtin base's extractor).", default: "16"),
             .option("steps", "n", "Timed training steps (after 5 warm-up steps).", default: "30"),
             .option("inference-batch-size", "n", "Batch size of the inference throughput run.", default: "64"),
             .option("latency-seconds", "s", "Seconds spent sampling batch-1 latency.", default: "1"),
@@ -24,6 +25,8 @@ struct Bench: Command {
         try arguments.expectPositionals(atMost: 0)
         var configuration = TrainingBenchmark.Configuration()
         configuration.batchSize = try arguments.required("batch-size")
+        configuration.width = try arguments.required("width")
+        guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
         configuration.steps = try arguments.required("steps")
         configuration.inferenceBatchSize = try arguments.required("inference-batch-size")
         configuration.latencySeconds = try arguments.required("latency-seconds")

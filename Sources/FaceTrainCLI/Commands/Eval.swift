@@ -92,6 +92,13 @@ struct Eval: Command {
             object["threshold_sweep"] = try JSONSerialization.jsonObject(with: JSONText.data(run.sweep))
             object["model"] = bundle.directory.path
             object["not_scored"] = notScored.map { ["path": $0.path, "reason": $0.message] }
+            if let sources = metricsDocument["calibration"] as? [String: Double] {
+                // What the threshold was calibrated on at fit time, next to what these crops deliver.
+                object["calibration"] = [
+                    "target_far": metricsDocument["target_far"] as Any, "sources": sources,
+                    "delivered_unknown_far": run.metrics.unknownFalseAcceptRate,
+                ]
+            }
             print(
                 String(
                     decoding: try JSONSerialization.data(
@@ -99,6 +106,14 @@ struct Eval: Command {
                     as: UTF8.self))
         } else {
             printTable(run, bundle: bundle)
+            if let sources = metricsDocument["calibration"] as? [String: Double] {
+                let target = (metricsDocument["target_far"] as? Double).map { String(format: "%.3f", $0) } ?? "?"
+                print("")
+                print(
+                    "calibration at fit time (target unknown_far \(target)): "
+                        + sources.keys.sorted().map { String(format: "%@ %.3f", $0, sources[$0]!) }.joined(separator: ", ")
+                        + String(format: "; delivered on these crops: %.3f", run.metrics.unknownFalseAcceptRate))
+            }
         }
         return .success
     }

@@ -29,6 +29,11 @@ struct Fit: Command {
                 "base", "builtin|none|dir",
                 "Extractor to start from: the builtin pretrained base, a folder from `facetrain pretrain`, or none "
                     + "(train the whole network from scratch).", default: "builtin"),
+            .option(
+                "fine-tune", "head|all",
+                "With a base: train only the classifier on the frozen extractor's embeddings (head), or the whole "
+                    + "network at a lower learning rate (all; --epochs 20 and --learning-rate 0.001 unless given).",
+                default: "head"),
             .flag("skip-bad", "Train without unreadable images, naming each one."),
             .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event (for CI logs)."),
@@ -42,6 +47,9 @@ struct Fit: Command {
     let resume: Bool
     let json: Bool
     let baseOption: String
+    let fineTune: String
+    let givenEpochs: Bool
+    let givenLearningRate: Bool
 
     /// Options of the from-scratch network; a fit from a base takes its network from the base.
     static let fromScratchOptions = ["epochs", "batch-size", "input-size", "learning-rate", "width", "margin", "resume"]
@@ -96,11 +104,18 @@ struct Fit: Command {
         resume = arguments.flag("resume")
         json = arguments.flag("json")
         baseOption = try arguments.required("base")
-        if baseOption != "none", let given = Self.fromScratchOptions.first(where: { arguments.isGiven($0) }) {
+        fineTune = try arguments.required("fine-tune")
+        guard ["head", "all"].contains(fineTune) else { throw UsageError(message: "--fine-tune must be head or all") }
+        givenEpochs = arguments.isGiven("epochs")
+        givenLearningRate = arguments.isGiven("learning-rate")
+        // Fine-tuning everything trains like a fit from scratch, apart from the architecture.
+        let refused =
+            baseOption == "none" ? [] : fineTune == "all" ? ["input-size", "width", "resume"] : Self.fromScratchOptions
+        if let given = refused.first(where: { arguments.isGiven($0) }) {
             throw UsageError(
                 message: "--\(given) applies to --base none only: a fit from a base (here --base \(baseOption)) keeps "
-                    + "the base's extractor and trains the classifier on its embeddings; add --base none to train "
-                    + "the whole network from scratch")
+                    + "the base's architecture" + (fineTune == "head" ? " and trains the classifier on its embeddings" : "")
+                    + "; add --base none to train the whole network from scratch")
         }
     }
 
@@ -139,22 +154,37 @@ struct Fit: Command {
     /// on strangers to both (leave-users-out heads, the base's bank, held-out class 2).
     private func runFromBase(_ base: BaseModel, dataset: FaceDataset, progress: ProgressPrinter) throws -> ExitCode {
         var configuration = self.configuration
-        configuration.base = base.reference(training: "head")
+        configuration.base = base.reference(training: fineTune)
         configuration.width = base.manifest.width
         configuration.inputSize = base.manifest.definition.input.width
+        if fineTune == "all" {
+            if !givenEpochs { configuration.epochs = 20 }
+            if !givenLearningRate { configuration.learningRate = 1e-3 }
+            configuration.warmupEpochs = 1
+        }
         progress.say(
             "base: \(base.manifest.name) v\(base.manifest.version) (\(base.source), sha256 \(base.manifestSHA256.prefix(12))), "
-                + "extractor frozen, classifier trained on its embeddings")
+                + (fineTune == "head"
+                    ? "extractor frozen, classifier trained on its embeddings"
+                    : "whole network fine-tuned, then once per fold of users left out"))
         var loadOptions = self.loadOptions
         loadOptions.inputWidth = configuration.inputSize
         loadOptions.inputHeight = configuration.inputSize
         let dataset =
             loadOptions.inputWidth == self.loadOptions.inputWidth
             ? dataset : try FaceDataset.load(from: data, options: loadOptions)
-        let session = try BaseFitSession(
-            dataset: dataset, configuration: configuration, base: base,
-            cacheDirectory: out.appendingPathComponent(".embeddings"))
-        let (result, strangers) = try session.run(observer: progress)
+        let (result, strangers): (FitResult, CalibrationStrangers)
+        if fineTune == "all" {
+            (result, strangers) = try FineTuneSession(
+                dataset: dataset, configuration: configuration, base: base,
+                checkpointDirectory: out.appendingPathComponent(".checkpoints")
+            ).run(observer: progress) { interruptRequested }
+        } else {
+            (result, strangers) = try BaseFitSession(
+                dataset: dataset, configuration: configuration, base: base,
+                cacheDirectory: out.appendingPathComponent(".embeddings")
+            ).run(observer: progress)
+        }
         let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
         let evaluation = try ModelEvaluation.evaluate(
             result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate,

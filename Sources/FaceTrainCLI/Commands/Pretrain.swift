@@ -23,6 +23,10 @@ struct Pretrain: Command {
             .option("teacher", "file.h5", "Descriptors of a stronger network per crop, distilled by their relations.", default: ""),
             .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
             .option("cache", "dir", "Folder of the decoded-crop cache (reused by later runs).", default: ""),
+            .option(
+                "remeasure", "dir",
+                "Do not train: measure the verification and bank of an existing base (its recipe) again, into --out.",
+                default: ""),
             .flag("skip-bad", "Train without crops that cannot be decoded, naming each one."),
             .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event."),
@@ -36,6 +40,7 @@ struct Pretrain: Command {
     let name: String
     let version: Int
     let teacher: URL?
+    let remeasure: URL?
     let skipBad: Bool
     let resume: Bool
     let json: Bool
@@ -68,6 +73,8 @@ struct Pretrain: Command {
         guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
             throw UsageError(message: "--learning-rate must be a positive number")
         }
+        let remeasurePath: String = try arguments.required("remeasure")
+        remeasure = remeasurePath.isEmpty ? nil : URL(fileURLWithPath: remeasurePath)
         let teacherPath: String = try arguments.required("teacher")
         teacher = teacherPath.isEmpty ? nil : URL(fileURLWithPath: teacherPath)
         if let teacher {
@@ -109,6 +116,19 @@ struct Pretrain: Command {
             guard skipBad else { throw CorpusError.unreadableImages(cropCache.problems) }
             for problem in cropCache.problems { progress.warn("skipped: \(problem)") }
         }
+        if let remeasure {
+            let old = try BaseModel.load(from: remeasure)
+            let session = try PretrainSession(
+                corpus: corpus, cache: cropCache, configuration: old.manifest.recipe,
+                checkpointDirectory: out.deletingLastPathComponent().appendingPathComponent(".checkpoints"))
+            let result = try session.remeasure(old)
+            try session.writeBase(
+                result, name: old.manifest.name, version: old.manifest.version, seconds: old.manifest.training.seconds,
+                to: out)
+            printVerification(result.verification)
+            print(out.path)
+            return .success
+        }
         let descriptors = try teacher.map { url throws(CorpusError) in try TeacherDescriptors.load(url) }
         let session = try PretrainSession(
             corpus: corpus, cache: cropCache, configuration: configuration,
@@ -128,14 +148,18 @@ struct Pretrain: Command {
                     "tar_at_far_1e-3": metrics.trueAcceptAt1e3, "bank_crops": base.bank.crops,
                 ])
         } else {
-            progress.say(
-                String(
-                    format: "verification on %d identities (%d crops): pair accuracy %.4f (±%.4f), TAR %.3f at FAR 1e-2, "
-                        + "%.3f at FAR 1e-3", metrics.identities, metrics.crops, metrics.pairAccuracy,
-                    metrics.pairAccuracyStandardDeviation, metrics.trueAcceptAt1e2, metrics.trueAcceptAt1e3))
+            printVerification(metrics)
             print(out.path)
         }
         return .success
+    }
+
+    private func printVerification(_ metrics: VerificationMetrics) {
+        print(
+            String(
+                format: "verification on %d identities (%d crops): pair accuracy %.4f (±%.4f), TAR %.3f at FAR 1e-2, "
+                    + "%.3f at FAR 1e-3", metrics.identities, metrics.crops, metrics.pairAccuracy,
+                metrics.pairAccuracyStandardDeviation, metrics.trueAcceptAt1e2, metrics.trueAcceptAt1e3))
     }
 }
 

@@ -53,11 +53,21 @@ import Testing
                     }
                     numeric.append((shifted(step) - shifted(-step)) / Double(2 * step))
                 }
-                let error = GradientCheck.relativeError(
-                    sampled.map { analytic[parameterIndex].gradient.scalars[$0] }, numeric)
-                #expect(
-                    layerIndex < firstChecked || error < 2e-2,
-                    "\(network.layerNames[layerIndex]).\(parameter.name): \(error)")
+                let values = sampled.map { analytic[parameterIndex].gradient.scalars[$0] }
+                let error = GradientCheck.relativeError(values, numeric)
+                // A convolution's bias just before a batch norm (training mode) has a gradient of
+                // exactly zero: the norm subtracts it again. A relative error there only compares
+                // Float noise (it reached 6e-2 with OpenBLAS's AVX-512 kernel), so check it is zero.
+                let cancelled =
+                    parameter.name == "bias" && layerIndex + 1 < network.definition.layers.count
+                    && network.definition.layers[layerIndex + 1].kind == "batchnorm2d"
+                if cancelled {
+                    #expect(values.allSatisfy { abs($0) < 1e-4 } && numeric.allSatisfy { abs($0) < 1e-3 })
+                } else {
+                    #expect(
+                        layerIndex < firstChecked || error < 2e-2,
+                        "\(network.layerNames[layerIndex]).\(parameter.name): \(error)")
+                }
                 parameterIndex += 1
             }
         }

@@ -196,7 +196,7 @@ struct ScoringTests {
         let run = try ModelEvaluation.evaluate(
             model, on: samples, names: [:], targetFalseAcceptRate: 0.05, withEmbeddings: true)
         var network = try Network(model: model)
-        let raw = Inference.embeddings(of: samples, with: &network, definition: model.definition)
+        let raw = try Inference.embeddings(of: samples, with: &network, definition: model.definition)
         #expect(run.embeddings.count == samples.count)
         for (unit, row) in zip(run.embeddings, raw) {
             let length = unit.reduce(0) { $0 + $1 * $1 }.squareRoot()
