@@ -143,6 +143,25 @@ struct PretrainCommandTests {
         #expect(skipped.status == 0, "\(skipped.standardError)")
         #expect(skipped.standardError.contains("skipped:") && skipped.standardError.contains("broken.jpg"))
 
+        // Splits that share people, and a base written into the corpus, are refused before anything is read.
+        try Data(#"{"train": ["3", "4", "5", "6"], "val": ["6", "7"], "note": "text"}"#.utf8)
+            .write(to: corpus.appendingPathComponent("splits.json"))
+        let overlap = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("o").path, "--epochs", "1",
+             "--cache", root.appendingPathComponent("c").path] + Self.small)
+        #expect(overlap.status == 1)
+        #expect(overlap.standardError.contains("in both \"train\" and \"val\" (first: 6)"), "\(overlap.standardError)")
+        try Data(#"{"train": ["3", "4", "5", "6"], "val": ["7"]}"#.utf8).write(to: corpus.appendingPathComponent("splits.json"))
+        let lonely = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("o").path, "--epochs", "1",
+             "--cache", root.appendingPathComponent("c").path, "--skip-bad"] + Self.small)
+        #expect(lonely.status == 1)
+        #expect(lonely.standardError.contains("1 verification identity"), "\(lonely.standardError)")
+        let insideData = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", corpus.appendingPathComponent("base").path] + Self.small)
+        #expect(insideData.status == 64)
+        #expect(insideData.standardError.contains("is inside --data"))
+
         let missing = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", root.appendingPathComponent("x").path])
         #expect(missing.status == 1)
         #expect(missing.standardError.contains("is not a folder"))

@@ -57,6 +57,8 @@ public struct HTMLReport {
     public var explainedVariance: [Float]
     /// Data URIs of misclassified crops, by file path.
     public var thumbnails: [String: String]
+    /// Each calibration source's false accept rate at fit time and the target (fits from a base).
+    public var calibration: (target: Double, sources: [String: Double])?
 
     public init(
         title: String, history: [EpochRecord], metrics: EvaluationMetrics, sweep: [ThresholdPoint],
@@ -76,6 +78,7 @@ public struct HTMLReport {
         var body = "<h1>\(escape(title))</h1>\n" + summaryTable()
         body += section("Training curves", history.isEmpty ? "<p>No training history recorded.</p>" : trainingCurves())
         body += section("Accept threshold", thresholdCurve())
+        if let calibration { body += section("Threshold calibration", calibrationTable(calibration)) }
         body += section("Per-user precision and recall", perUserBars())
         body += section("Confusion matrix", confusionHeatMap())
         body += section("Face embeddings (first two principal components)", embeddingMap())
@@ -93,6 +96,20 @@ public struct HTMLReport {
             \(body)
             </body></html>
             """
+    }
+
+    /// What each source of strangers accepted at the threshold when it was chosen, and what the
+    /// crops of this report deliver.
+    private func calibrationTable(_ calibration: (target: Double, sources: [String: Double])) -> String {
+        var html = "<p>Chosen at fit time for at most \(format(calibration.target)) of strangers accepted.</p>"
+        html += "<table><tr><th>strangers</th><th>accepted at the threshold</th></tr>"
+        for name in calibration.sources.keys.sorted() {
+            html += "<tr><td style='text-align:left'>\(escape(name)) (fit time)</td>"
+                + "<td>\(format(calibration.sources[name]!))</td></tr>"
+        }
+        html += "<tr><td style='text-align:left'><b>delivered on these crops</b></td>"
+            + "<td><b>\(format(metrics.unknownFalseAcceptRate))</b></td></tr>"
+        return html + "</table>"
     }
 
     private func section(_ heading: String, _ content: String) -> String { "<h2>\(escape(heading))</h2>\n\(content)\n" }

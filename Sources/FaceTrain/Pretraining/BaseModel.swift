@@ -4,7 +4,8 @@ import Foundation
 /// A pretrained extractor that `fit` starts from: a folder with `manifest.json`, `weights.h5`
 /// (the extractor's layers, named as in the classifier that `fit` builds on it), `bank.h5` (unit
 /// embeddings of strangers the extractor never trained on: the floor of the threshold
-/// calibration) and `SHA256SUMS` over all three. Every file is checked before use.
+/// calibration), `report.html` (its verification ROC) and `SHA256SUMS` over them. The first
+/// three are checked before use.
 public struct BaseModel: Sendable {
     public struct Manifest: Codable, Sendable, Equatable {
         public static let formatName = "facetrain.base"
@@ -76,7 +77,9 @@ public struct BaseModel: Sendable {
         let weights = try WeightsFile.encode(extractor, fileName: "weights.h5")
         let bank = try encodeBank(bankEmbeddings, identities: bankIdentities)
         var sums = ""
-        for (name, data) in zip(files, [manifestData, weights, bank]) {
+        // report.html (the ROC and pretraining curves) is for people; loading never reads it.
+        let report = Data(BaseReport.html(manifest).utf8)
+        for (name, data) in zip(files + ["report.html"], [manifestData, weights, bank, report]) {
             try FileSystem.writeNewFile(data, to: staging.appendingPathComponent(name))
             sums += "\(SHA256.hash(data))  \(name)\n"
         }
@@ -154,6 +157,25 @@ public struct BaseModel: Sendable {
             contents[name] = Data(bytes: pointer, count: size)
         }
         return try load(contents: contents, source: "builtin")
+    }
+
+    /// Checks that the base's extractor is the extractor of a known architecture, so the network
+    /// `fit` builds on it takes every one of its tensors.
+    static func checkExtractor(_ base: BaseModel) throws(FitError) {
+        let recipe = base.manifest.recipe
+        guard ModelDefinition.extractorArchitectures.contains(recipe.architecture) else {
+            throw .engine(
+                BaseModelError.incompatible(base: base.source, reason: "its architecture \(recipe.architecture) is unknown")
+                    .description)
+        }
+        let input = base.manifest.definition.input
+        let expected = ModelDefinition.extractor(architecture: recipe.architecture, inputSize: input.width, width: base.manifest.width)
+        guard expected.layers == base.extractor.definition.layers, input.width == input.height, input.channels == 3 else {
+            throw .engine(
+                BaseModelError.incompatible(
+                    base: base.source, reason: "its layers are not those of \(recipe.architecture) at width \(base.manifest.width)"
+                ).description)
+        }
     }
 
     /// `--base`: "builtin", "none" (nil) or a base model folder.

@@ -12,7 +12,7 @@ import Foundation
 /// could not be decoded), zero padding to a 4 KiB boundary, the crops, then the SHA-256 of
 /// everything before it. The file belongs to a corpus by its sources' hashes: a changed, added
 /// or removed file rebuilds it, reusing the slots whose content is unchanged; a damaged file is
-/// rebuilt from scratch. Pages already used are dropped from the mapping now and then
+/// rebuilt from scratch. Pages already used are dropped from the mapping after every batch
 /// (`releaseResidentPages`), so resident memory stays flat however large the corpus is.
 public final class CropCache: @unchecked Sendable {
     public let url: URL
@@ -20,6 +20,8 @@ public final class CropCache: @unchecked Sendable {
     public let channels = 3
     /// Slot of each crop of the corpus, by its path; crops that could not be decoded have none.
     public let slots: [String: Int]
+    /// SHA-256 of each crop file's content, by path (decoded or not).
+    public let contentHashes: [String: String]
     /// "path: reason" of each crop that could not be decoded.
     public let problems: [String]
     public let slotCount: Int
@@ -56,8 +58,11 @@ public final class CropCache: @unchecked Sendable {
 
     private init(url: URL, header: Header, corpus: IdentityCorpus, descriptor: Int32, length: Int, dataOffset: Int) throws {
         guard let pointer = mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0), pointer != MAP_FAILED else {
-            throw CorpusError.cacheNotWritable(path: url.path, reason: "mmap failed: \(String(cString: strerror(errno)))")
+            throw CorpusError.cacheNotMappable(path: url.path, reason: String(cString: strerror(errno)))
         }
+        // Crops are read in random order: no read-ahead, and no mapping of the neighbouring pages
+        // on a fault (which otherwise keeps ~10x the crops actually read resident).
+        madvise(pointer, length, MADV_RANDOM)
         self.url = url
         side = header.side
         mapping = pointer
@@ -66,6 +71,8 @@ public final class CropCache: @unchecked Sendable {
         var slots: [String: Int] = [:]
         var problems: [String] = []
         var problemIndex = 0
+        contentHashes = Dictionary(
+            zip(corpus.crops.map(\.path), header.sources), uniquingKeysWith: { first, _ in first })
         for (crop, slot) in zip(corpus.crops, header.slots) {
             if slot >= 0 {
                 slots[crop.path] = slot
@@ -106,6 +113,7 @@ public final class CropCache: @unchecked Sendable {
         } catch {
             throw .cacheNotWritable(path: folder.path, reason: "\(error)")
         }
+        removeStaleTemporaries(in: folder)
         let sources = hashSources(of: corpus)
         var rebuiltBecause: String?
         var previous: (header: Header, descriptor: Int32, dataOffset: Int)?
@@ -140,6 +148,18 @@ public final class CropCache: @unchecked Sendable {
         return try build(
             corpus: corpus, sources: sources, side: side, url: url, previous: previous, rebuiltBecause: rebuiltBecause,
             started: started, progress: progress)
+    }
+
+    /// Deletes temporary cache files whose writer (the pid in their name) is no longer running:
+    /// a run killed while building a cache leaves gigabytes behind otherwise.
+    static func removeStaleTemporaries(in folder: URL) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        where name.hasPrefix(".crops-") && FileSystem.isTemporaryName(name) {
+            guard let marker = name.range(of: ".tmp-") else { continue }
+            let pidText = name[marker.upperBound...].prefix { $0.isNumber }
+            guard let pid = Int32(pidText), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
     }
 
     /// SHA-256 of every crop file (nil where it cannot be read), read in parallel.

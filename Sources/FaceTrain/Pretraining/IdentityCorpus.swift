@@ -62,6 +62,18 @@ public struct IdentityCorpus: Sendable {
         }
         guard !identities.isEmpty else { throw .noIdentities(path: imagesRoot.path) }
         if let splits {
+            let names = ["train", "val", "bank"].filter { splits[$0] != nil }
+            for (index, first) in names.enumerated() {
+                for second in names[(index + 1)...] {
+                    let shared = Set(splits[first]!).intersection(splits[second]!)
+                    if let example = shared.sorted().first {
+                        throw .badSplits(
+                            path: splitsURL.path,
+                            reason: "\(shared.count) identities are in both \"\(first)\" and \"\(second)\" (first: \(example)); "
+                                + "a split must never see another's people")
+                    }
+                }
+            }
             let known = Set(identities)
             for (split, members) in splits where members.contains(where: { !known.contains($0) }) {
                 let missing = members.filter { !known.contains($0) }
@@ -142,6 +154,8 @@ public enum CorpusError: Error, CustomStringConvertible, Equatable {
     case unreadableImages([String])
     case cacheNotWritable(path: String, reason: String)
     case badTeacher(path: String, reason: String)
+    case cacheNotMappable(path: String, reason: String)
+    case noVerificationIdentities(path: String, identities: Int)
 
     public var description: String {
         switch self {
@@ -166,6 +180,13 @@ public enum CorpusError: Error, CustomStringConvertible, Equatable {
         case .badTeacher(let path, let reason):
             "--teacher \(path) cannot be used: \(reason). HINT: give an HDF5 file with `files` [N] and "
                 + "`descriptors` [N, D] datasets (like dlib_descriptors.h5)."
+        case .cacheNotMappable(let path, let reason):
+            "cannot map the crop cache \(path) into memory: \(reason). HINT: raise the address-space limit "
+                + "(ulimit -v) or free memory; the cache itself is fine."
+        case .noVerificationIdentities(let path, let identities):
+            "\(path) leaves \(identities) verification identit\(identities == 1 ? "y" : "ies") with a crop, and pair "
+                + "accuracy needs two or more, one of them with two crops. HINT: list more identities under \"val\" "
+                + "in splits.json (or, without splits.json, add identities: 10 % of them verify)."
         case .cacheNotWritable(let path, let reason):
             "cannot write the crop cache \(path): \(reason). HINT: pass --cache with a writable folder."
         }

@@ -128,22 +128,34 @@ public final class PretrainSession: @unchecked Sendable {
         guard counts.contains(where: { $0 >= 2 }) else {
             throw .noRepeatedIdentity(path: corpus.imagesRoot.path, identities: trainIndex.count)
         }
+        var verificationCounts: [Int: Int] = [:]
+        for sample in verification { verificationCounts[sample.identity, default: 0] += 1 }
+        guard verificationCounts.count >= 2, verificationCounts.values.contains(where: { $0 >= 2 }) else {
+            throw .noVerificationIdentities(path: corpus.root.path, identities: verificationCounts.count)
+        }
         // All-pairs verification is quadratic: at most 6,000 crops, a fixed choice.
         if verification.count > 6000 {
             let step = Double(verification.count) / 6000
             verification = (0..<6000).map { verification[Int(Double($0) * step)] }
         }
         if let teacher, !teacherRows.contains(where: { $0 != nil }) {
-            throw .badTeacher(path: teacher.file, reason: "it has a descriptor for none of the training crops")
+            throw .badTeacher(path: teacher.path, reason: "it has a descriptor for none of the training crops")
         }
         self.training = training
         self.teacherRows = teacherRows
         self.verification = verification
         trainingIdentities = trainIndex.count
-        let sources = corpus.crops.compactMap { crop in cache.slots[crop.path].map { "\(crop.path):\($0)" } }
+        // The run is what it learns from: every used crop's path and content, the splits (which
+        // identity trains, verifies or is a stranger) and the teacher's content.
+        let sources = corpus.crops.compactMap { crop in
+            cache.slots[crop.path].map { _ in "\(crop.path):\(cache.contentHashes[crop.path] ?? "")" }
+        }
+        let splits = ["train", "val", "bank"].map { corpus.identities(ofSplit: $0).sorted().joined(separator: ",") }
         let settings = (try? JSONText.data(configuration, pretty: false)) ?? Data()
         let architecture = (try? JSONText.data(definition, pretty: false)) ?? Data()
-        key = contentHash(Data(sources.joined(separator: "\n").utf8) + settings + architecture)
+        key = contentHash(
+            Data((sources + splits + [teacher?.contentSHA256 ?? "no teacher"]).joined(separator: "\n").utf8) + settings
+                + architecture)
         checkpointURL = checkpointDirectory.appendingPathComponent("pretrain-\(key.prefix(16)).checkpoint")
     }
 
@@ -290,7 +302,7 @@ public final class PretrainSession: @unchecked Sendable {
                 lossSum += Double(result.loss) * Double(labels.count)
                 correct += Double(result.accuracy) * Double(labels.count)
                 seen += labels.count
-                if batch % 16 == 15 { cache.releaseResidentPages() }
+                cache.releaseResidentPages()
                 observer?.batchFinished(
                     epoch: epoch, batch: batch + 1, batches: batchCount,
                     imagesPerSecond: Double(seen) / max(Date().timeIntervalSince(started), 1e-9),
@@ -356,6 +368,7 @@ public final class PretrainSession: @unchecked Sendable {
                     ImageTensor.write(image, input: input, to: box.pointer + position * plane)
                 }
             }
+            cache.releaseResidentPages()
             let output: Tensor
             do { output = try network.embeddings(for: images) } catch { throw .engine("\(error)") }
             let width = output.count / (end - start)

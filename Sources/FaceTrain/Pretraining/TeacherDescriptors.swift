@@ -12,6 +12,10 @@ public struct TeacherDescriptors: Sendable {
     /// Unit-length centred descriptor per crop path "<identity>/<crop>".
     public var byPath: [String: [Float]]
     public var file: String
+    /// Full path, for messages.
+    public var path: String
+    /// SHA-256 of the file: a checkpoint of a run distilling it belongs to this content.
+    public var contentSHA256: String
 
     public static func load(_ url: URL) throws(CorpusError) -> TeacherDescriptors {
         do {
@@ -40,7 +44,8 @@ public struct TeacherDescriptors: Sendable {
                 vector = vector.map { $0 / norm }
                 byPath[key] = vector
             }
-            return TeacherDescriptors(byPath: byPath, file: url.lastPathComponent)
+            let sha = (try? SHA256.hashFile(at: url).sha256) ?? ""
+            return TeacherDescriptors(byPath: byPath, file: url.lastPathComponent, path: url.path, contentSHA256: sha)
         } catch let error as CorpusError {
             throw error
         } catch {

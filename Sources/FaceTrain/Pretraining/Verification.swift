@@ -141,9 +141,11 @@ public struct VerificationMetrics: Codable, Sendable, Equatable {
         var threshold = (sorted.first?.0 ?? 0) + 1e-6
         for (index, pair) in sorted.enumerated() {
             correct += pair.1 ? 1 : -1
-            if correct > best {
+            // Only between two different scores: a threshold equal to tied scores would reject
+            // pairs this count accepted.
+            let next = index + 1 < sorted.count ? sorted[index + 1].0 : pair.0 - 1
+            if correct > best && next < pair.0 {
                 best = correct
-                let next = index + 1 < sorted.count ? sorted[index + 1].0 : pair.0 - 1e-6
                 threshold = (pair.0 + next) / 2
             }
         }

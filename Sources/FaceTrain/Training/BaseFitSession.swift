@@ -60,6 +60,7 @@ public final class BaseFitSession {
         self.dataset = dataset
         self.configuration = configuration
         self.base = base
+        try BaseModel.checkExtractor(base)
         let split = dataset.split(holdout: configuration.holdout)
         training = split.training
         heldOut = split.heldOut

@@ -36,10 +36,24 @@ public final class FineTuneSession {
     public func run(observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> (fit: FitResult, strangers: CalibrationStrangers)
     {
+        do { return try runSessions(observer: observer, shouldStop: shouldStop) } catch {
+            if case .interrupted = error { throw .interruptedWithoutResume }
+            throw error
+        }
+    }
+
+    private func runSessions(observer: FitObserver?, shouldStop: () -> Bool) throws(FitError)
+        -> (fit: FitResult, strangers: CalibrationStrangers)
+    {
+        try BaseModel.checkExtractor(base)
         let main = try FitSession(
             dataset: dataset, configuration: configuration, checkpointDirectory: checkpointDirectory,
             definition: definition(labels: dataset.labels), initialWeights: base.extractor.weights)
-        let result = try main.run(resume: false, observer: observer, shouldStop: shouldStop)
+        let result: FitResult
+        do { result = try main.run(resume: false, observer: observer, shouldStop: shouldStop) } catch {
+            main.removeCheckpoint()
+            throw error
+        }
         main.removeCheckpoint()
 
         let started = Date()
@@ -57,7 +71,11 @@ public final class FineTuneSession {
                 let session = try FitSession(
                     dataset: kept, configuration: configuration, checkpointDirectory: checkpointDirectory,
                     definition: definition(labels: kept.labels), initialWeights: base.extractor.weights)
-                let foldResult = try session.run(resume: false, observer: nil, shouldStop: shouldStop)
+                let foldResult: FitResult
+                do { foldResult = try session.run(resume: false, observer: nil, shouldStop: shouldStop) } catch {
+                    session.removeCheckpoint()
+                    throw error
+                }
                 session.removeCheckpoint()
                 let probes = dataset.samples.filter { foldUsers.contains($0.label) }
                 var network: Network

@@ -48,6 +48,7 @@ public enum FitError: Error, CustomStringConvertible {
     case divergedHeldOut(epoch: Int, loss: Double)
     case alreadyRunning(checkpoint: String)
     case interrupted(checkpoint: String)
+    case interruptedWithoutResume
     case noCheckpoint(path: String)
     case checkpointMismatch(path: String)
     case checkpointUnreadable(path: String, reason: String)
@@ -70,6 +71,9 @@ public enum FitError: Error, CustomStringConvertible {
         case .interrupted(let checkpoint):
             "interrupted; nothing was published. The last finished epoch is saved in \(checkpoint): "
                 + "run the same command with --resume to continue."
+        case .interruptedWithoutResume:
+            "interrupted; nothing was published. A fit with --fine-tune all cannot be resumed (its folds of users "
+                + "left out are separate fine-tunes): run it again from the start."
         case .noCheckpoint(let path):
             "--resume: no checkpoint at \(path) for this data and configuration (or it was made by an older "
                 + "facetrain). HINT: run without --resume to start afresh."

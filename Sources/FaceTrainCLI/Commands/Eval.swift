@@ -83,7 +83,9 @@ struct Eval: Command {
             threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: report != nil)
         if let predictions { try writePredictions(run, labels: bundle.model.definition.classLabels, to: predictions) }
         if let report {
-            try writeReport(run, samples: samples, bundle: bundle, history: metricsDocument["history"], to: report)
+            try writeReport(
+                run, samples: samples, bundle: bundle, history: metricsDocument["history"], metrics: metricsDocument,
+                to: report)
         }
         if json {
             var object = try JSONSerialization.jsonObject(with: JSONText.data(run.metrics)) as? [String: Any] ?? [:]
@@ -177,7 +179,8 @@ struct Eval: Command {
     }
 
     private func writeReport(
-        _ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, history: Any?, to url: URL
+        _ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, history: Any?, metrics: [String: Any],
+        to url: URL
     ) throws {
         let epochs =
             (history.flatMap { try? JSONSerialization.data(withJSONObject: $0) }).flatMap {
@@ -201,9 +204,12 @@ struct Eval: Command {
         for sample in samples where wrong.contains(sample.path) {
             thumbnails[sample.path] = Thumbnail.bmpDataURI(sample.image)
         }
-        let page = HTMLReport(
+        var page = HTMLReport(
             title: "facetrain model \(bundle.version)", history: epochs, metrics: run.metrics, sweep: run.sweep,
             embeddings: points, explainedVariance: explained, thumbnails: thumbnails)
+        if let sources = metrics["calibration"] as? [String: Double], let target = metrics["target_far"] as? Double {
+            page.calibration = (target, sources)
+        }
         try DurableFile.write(Data(page.html.utf8), to: url)
     }
 }

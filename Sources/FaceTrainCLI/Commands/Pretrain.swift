@@ -101,12 +101,24 @@ struct Pretrain: Command {
     func run() throws -> ExitCode {
         installInterruptHandler()
         guard !FileManager.default.fileExists(atPath: out.path) else { throw BaseModelError.exists(path: out.path) }
+        // A base or cache inside the corpus would be read as an identity folder by the next run.
+        let dataPath = realPath(data)
+        let inside = dataPath.hasSuffix("/") ? dataPath : dataPath + "/"
+        for (option, url) in [("--out", out), ("--cache", cache)] {
+            let path = realPath(url)
+            guard path != dataPath, !path.hasPrefix(inside) else {
+                throw UsageError(message: "\(option) \(url.path) is inside --data \(data.path); put it elsewhere")
+            }
+        }
         let progress = PretrainProgress(json: json)
         let started = Date()
         let corpus = try IdentityCorpus.scan(data)
         progress.say("corpus: \(corpus.identities.count) identities, \(corpus.crops.count) crops in \(corpus.imagesRoot.path)")
+        // A base is re-measured on crops of the size it was trained on.
+        let old = try remeasure.map { url throws(BaseModelError) in try BaseModel.load(from: url) }
         let (cropCache, report) = try CropCache.open(
-            for: corpus, side: configuration.cropSide, folder: cache, progress: progress.cacheProgress)
+            for: corpus, side: old?.manifest.recipe.cropSide ?? configuration.cropSide, folder: cache,
+            progress: progress.cacheProgress)
         if let reason = report.rebuiltBecause { progress.warn("the crop cache was rebuilt: \(reason)") }
         progress.say(
             String(
@@ -116,8 +128,11 @@ struct Pretrain: Command {
             guard skipBad else { throw CorpusError.unreadableImages(cropCache.problems) }
             for problem in cropCache.problems { progress.warn("skipped: \(problem)") }
         }
-        if let remeasure {
-            let old = try BaseModel.load(from: remeasure)
+        if let old {
+            guard ModelDefinition.extractorArchitectures.contains(old.manifest.recipe.architecture) else {
+                throw BaseModelError.incompatible(
+                    base: old.source, reason: "its architecture \(old.manifest.recipe.architecture) is not known here")
+            }
             let session = try PretrainSession(
                 corpus: corpus, cache: cropCache, configuration: old.manifest.recipe,
                 checkpointDirectory: out.deletingLastPathComponent().appendingPathComponent(".checkpoints"))
