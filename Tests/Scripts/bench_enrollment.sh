@@ -10,20 +10,19 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 "$BIN" synth --out "$WORK/data" --users 101 --per-user 25 --seed 11 > /dev/null
 # The 101st user enrolls later; `synth` numbers users 3..103.
 mv "$WORK/data/103" "$WORK/later-103"
-python3 - "$WORK/data/users.json" <<'PY'
+python3 - "$WORK/data/users.json" "$WORK/later-users.json" <<'PY'
 import json, sys
 users = json.load(open(sys.argv[1]))
 json.dump([u for u in users if u["id"] != 103], open(sys.argv[1], "w"))
-json.dump([u for u in users if u["id"] == 103], open(sys.argv[1] + ".later", "w"))
+json.dump([u for u in users if u["id"] == 103], open(sys.argv[2], "w"))
 PY
 seconds() { local start; start=$(date +%s.%N); "$@" > /dev/null; echo "$(date +%s.%N) - $start" | bc; }
 cold=$(seconds "$BIN" fit --data "$WORK/data" --out "$WORK/models")
 mv "$WORK/later-103" "$WORK/data/103"
-python3 - "$WORK/data/users.json" <<'PY'
+python3 - "$WORK/data/users.json" "$WORK/later-users.json" <<'PY'
 import json, sys
-json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[1] + ".later")), open(sys.argv[1], "w"))
+json.dump(json.load(open(sys.argv[1])) + json.load(open(sys.argv[2])), open(sys.argv[1], "w"))
 PY
-rm "$WORK/data/users.json.later"
 warm=$(seconds "$BIN" fit --data "$WORK/data" --out "$WORK/models")
 scratch=$(seconds "$BIN" fit --data "$WORK/data" --out "$WORK/models" --base none)
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | xargs)

@@ -94,7 +94,7 @@ public final class PretrainSession: @unchecked Sendable {
     let teacherRows: [[Float]?]
     let key: String
     public let checkpointURL: URL
-    private var lock: FileLock?
+    private lazy var checkpointLock = CheckpointLock(checkpointURL: checkpointURL)
 
     public init(
         corpus: IdentityCorpus, cache: CropCache, configuration: PretrainConfiguration, checkpointDirectory: URL,
@@ -444,31 +444,10 @@ public final class PretrainSession: @unchecked Sendable {
         return manifest
     }
 
-    /// Deletes the checkpoint once the base model is written.
-    public func removeCheckpoint() {
-        try? FileManager.default.removeItem(at: checkpointURL)
-        try? FileManager.default.removeItem(at: lockURL)
-        lock?.release()
-        lock = nil
-    }
+    /// Deletes the checkpoint once its run has become a bundle (or a base).
+    public func removeCheckpoint() { checkpointLock.removeCheckpoint() }
 
-    private var lockURL: URL { checkpointURL.appendingPathExtension("lock") }
-
-    private func lockCheckpoint() throws(FitError) {
-        guard lock == nil else { return }
-        do {
-            try FileManager.default.createDirectory(
-                at: checkpointURL.deletingLastPathComponent(), withIntermediateDirectories: true)
-            guard let acquired = try FileLock.acquire(lockURL, create: true, wait: false) else {
-                throw FitError.alreadyRunning(checkpoint: checkpointURL.path)
-            }
-            lock = acquired
-        } catch let error as FitError {
-            throw error
-        } catch {
-            throw .checkpointNotWritable(path: lockURL.path, reason: "\(error)")
-        }
-    }
+    private func lockCheckpoint() throws(FitError) { try checkpointLock.acquire() }
 }
 
 /// A pointer the caller has made safe to hand to parallel workers (each writes its own part).

@@ -61,14 +61,7 @@ public final class BaseFitSession {
         self.configuration = configuration
         self.base = base
         try BaseModel.checkExtractor(base)
-        let split = dataset.split(holdout: configuration.holdout)
-        training = split.training
-        heldOut = split.heldOut
-        guard training.count >= 2 else { throw .tooFewTrainingCrops(count: training.count) }
-        let negatives = [NegativeClass.notAFace, NegativeClass.unknownPerson]
-        guard heldOut.contains(where: { !negatives.contains($0.label) }) else {
-            throw .noHeldOutUsers(holdout: configuration.holdout)
-        }
+        (training, heldOut) = try FitSession.split(dataset, holdout: configuration.holdout)
         let input = base.manifest.definition.input
         var definition = ModelDefinition.referenceSmall(
             classLabels: dataset.labels.map(String.init), inputSize: input.width, channels: input.channels,

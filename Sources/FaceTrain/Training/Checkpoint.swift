@@ -129,3 +129,44 @@ struct Checkpoint {
         return count
     }
 }
+
+/// The lock beside a checkpoint: one run per checkpoint at a time (a second run of the same data
+/// and options would overwrite it), taken with the temporary files killed runs left half-written
+/// removed; released with the checkpoint once its run has become a bundle or a base.
+final class CheckpointLock {
+    let checkpointURL: URL
+    private var lock: FileLock?
+
+    init(checkpointURL: URL) { self.checkpointURL = checkpointURL }
+
+    private var lockURL: URL { checkpointURL.appendingPathExtension("lock") }
+
+    func acquire() throws(FitError) {
+        guard lock == nil else { return }
+        let folder = checkpointURL.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            guard let acquired = try FileLock.acquire(lockURL, create: true, wait: false) else {
+                throw FitError.alreadyRunning(checkpoint: checkpointURL.path)
+            }
+            lock = acquired
+        } catch let error as FitError {
+            throw error
+        } catch {
+            throw .checkpointNotWritable(path: lockURL.path, reason: "\(error)")
+        }
+        let temporaryPrefix = FileSystem.temporaryPrefix(for: checkpointURL.lastPathComponent)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        where name.hasPrefix(temporaryPrefix) {
+            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+    }
+
+    /// Deletes the checkpoint and its lock.
+    func removeCheckpoint() {
+        try? FileManager.default.removeItem(at: checkpointURL)
+        try? FileManager.default.removeItem(at: lockURL)
+        lock?.release()
+        lock = nil
+    }
+}

@@ -33,6 +33,17 @@ public final class FineTuneSession {
             width: base.manifest.width)
     }
 
+    /// One fine-tune of `data` from the base; its checkpoint is removed however it ends.
+    private func fineTune(_ data: FaceDataset, observer: FitObserver?, shouldStop: () -> Bool) throws(FitError)
+        -> FitResult
+    {
+        let session = try FitSession(
+            dataset: data, configuration: configuration, checkpointDirectory: checkpointDirectory,
+            definition: definition(labels: data.labels), initialWeights: base.extractor.weights)
+        defer { session.removeCheckpoint() }
+        return try session.run(resume: false, observer: observer, shouldStop: shouldStop)
+    }
+
     public func run(observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> (fit: FitResult, strangers: CalibrationStrangers)
     {
@@ -46,15 +57,7 @@ public final class FineTuneSession {
         -> (fit: FitResult, strangers: CalibrationStrangers)
     {
         try BaseModel.checkExtractor(base)
-        let main = try FitSession(
-            dataset: dataset, configuration: configuration, checkpointDirectory: checkpointDirectory,
-            definition: definition(labels: dataset.labels), initialWeights: base.extractor.weights)
-        let result: FitResult
-        do { result = try main.run(resume: false, observer: observer, shouldStop: shouldStop) } catch {
-            main.removeCheckpoint()
-            throw error
-        }
-        main.removeCheckpoint()
+        let result = try fineTune(dataset, observer: observer, shouldStop: shouldStop)
 
         let started = Date()
         let users = dataset.labels.filter { ![NegativeClass.notAFace, NegativeClass.unknownPerson].contains($0) }
@@ -68,15 +71,7 @@ public final class FineTuneSession {
             for fold in 0..<foldCount {
                 let foldUsers = Set(order.enumerated().filter { $0.offset % foldCount == fold }.map(\.element))
                 let kept = dataset.without(labels: foldUsers)
-                let session = try FitSession(
-                    dataset: kept, configuration: configuration, checkpointDirectory: checkpointDirectory,
-                    definition: definition(labels: kept.labels), initialWeights: base.extractor.weights)
-                let foldResult: FitResult
-                do { foldResult = try session.run(resume: false, observer: nil, shouldStop: shouldStop) } catch {
-                    session.removeCheckpoint()
-                    throw error
-                }
-                session.removeCheckpoint()
+                let foldResult = try fineTune(kept, observer: nil, shouldStop: shouldStop)
                 let probes = dataset.samples.filter { foldUsers.contains($0.label) }
                 var network: Network
                 do { network = try Network(model: foldResult.model) } catch { throw .engine("\(error)") }

@@ -32,7 +32,7 @@ public final class FitSession {
     /// Class index of each label.
     let classIndex: [Int: Int]
     /// Held from `run` until the checkpoint is removed: one fit per checkpoint at a time.
-    private var lock: FileLock?
+    private lazy var checkpointLock = CheckpointLock(checkpointURL: checkpointURL)
 
     /// Weights the network starts from (matching tensors only: a base's trunk); nil starts from
     /// He-initialised weights.
@@ -46,15 +46,7 @@ public final class FitSession {
         self.initialWeights = initialWeights
         self.dataset = dataset
         self.configuration = configuration
-        let split = dataset.split(holdout: configuration.holdout)
-        training = split.training
-        heldOut = split.heldOut
-        guard training.count >= 2 else { throw .tooFewTrainingCrops(count: training.count) }
-        // Users' held-out crops choose the epoch and calibrate the threshold; without any, both would be guesses.
-        let negatives = [NegativeClass.notAFace, NegativeClass.unknownPerson]
-        guard heldOut.contains(where: { !negatives.contains($0.label) }) else {
-            throw .noHeldOutUsers(holdout: configuration.holdout)
-        }
+        (training, heldOut) = try Self.split(dataset, holdout: configuration.holdout)
         let chosen =
             definition
             ?? .referenceSmall(
@@ -64,6 +56,21 @@ public final class FitSession {
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
         key = Self.key(dataset: dataset, configuration: configuration, definition: self.definition)
         checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(key.prefix(16)).checkpoint")
+    }
+
+    /// The content-hash split of `dataset`, refused when too little is left to train on or no
+    /// user crop is held out: users' held-out crops choose the epoch and calibrate the threshold,
+    /// and without any both would be guesses.
+    static func split(_ dataset: FaceDataset, holdout: Double) throws(FitError)
+        -> (training: [FaceSample], heldOut: [FaceSample])
+    {
+        let split = dataset.split(holdout: holdout)
+        guard split.training.count >= 2 else { throw .tooFewTrainingCrops(count: split.training.count) }
+        let negatives = [NegativeClass.notAFace, NegativeClass.unknownPerson]
+        guard split.heldOut.contains(where: { !negatives.contains($0.label) }) else {
+            throw .noHeldOutUsers(holdout: holdout)
+        }
+        return split
     }
 
     /// Identifies a fit: the same data, configuration and architecture give the same key (so a
@@ -300,36 +307,8 @@ public final class FitSession {
         }
     }
 
-    /// Deletes the checkpoint once its fit has become a bundle.
-    public func removeCheckpoint() {
-        try? FileManager.default.removeItem(at: checkpointURL)
-        try? FileManager.default.removeItem(at: lockURL)
-        lock?.release()
-        lock = nil
-    }
+    /// Deletes the checkpoint once its run has become a bundle (or a base).
+    public func removeCheckpoint() { checkpointLock.removeCheckpoint() }
 
-    private var lockURL: URL { checkpointURL.appendingPathExtension("lock") }
-
-    /// Takes this checkpoint's lock (a second fit of the same data and options would overwrite its
-    /// checkpoint) and removes temporary files that killed runs left half-written.
-    private func lockCheckpoint() throws(FitError) {
-        guard lock == nil else { return }
-        let folder = checkpointURL.deletingLastPathComponent()
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            guard let acquired = try FileLock.acquire(lockURL, create: true, wait: false) else {
-                throw FitError.alreadyRunning(checkpoint: checkpointURL.path)
-            }
-            lock = acquired
-        } catch let error as FitError {
-            throw error
-        } catch {
-            throw .checkpointNotWritable(path: lockURL.path, reason: "\(error)")
-        }
-        let temporaryPrefix = FileSystem.temporaryPrefix(for: checkpointURL.lastPathComponent)
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        where name.hasPrefix(temporaryPrefix) {
-            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
-        }
-    }
+    private func lockCheckpoint() throws(FitError) { try checkpointLock.acquire() }
 }
