@@ -11,7 +11,7 @@ struct Pretrain: Command {
                 "data", "dir",
                 "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."),
             .required("out", "dir", "Base model folder to write (must not exist)."),
-            .option("architecture", "name", "Extractor architecture (see `facetrain architectures`).", default: "ref-small"),
+            .option("architecture", "name", "Extractor architecture (known: ref-small).", default: "ref-small"),
             .option("width", "n", "Channels of the first block.", default: "32"),
             .option("input-size", "px", "Side of the square network input.", default: "64"),
             .option("epochs", "n", "Passes over the training crops.", default: "15"),
@@ -20,13 +20,12 @@ struct Pretrain: Command {
             .option("seed", "n", "Seed of everything random; the same seed gives the same weights.", default: "1"),
             .option("name", "text", "Name recorded in the base manifest.", default: "celeba-ref-small-32"),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
-            .option("teacher", "file.h5", "Descriptors of a stronger network per crop, distilled by their relations.", default: ""),
+            .option("teacher", "file.h5", "Descriptors of a stronger network per crop, distilled by their relations."),
             .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
-            .option("cache", "dir", "Folder of the decoded-crop cache (reused by later runs).", default: ""),
+            .option("cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
             .option(
                 "remeasure", "dir",
-                "Do not train: measure the verification and bank of an existing base (its recipe) again, into --out.",
-                default: ""),
+                "Do not train: measure the verification and bank of an existing base (its recipe) again, into --out."),
             .flag("skip-bad", "Train without crops that cannot be decoded, naming each one."),
             .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event."),
@@ -73,10 +72,8 @@ struct Pretrain: Command {
         guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
             throw UsageError(message: "--learning-rate must be a positive number")
         }
-        let remeasurePath: String = try arguments.required("remeasure")
-        remeasure = remeasurePath.isEmpty ? nil : URL(fileURLWithPath: remeasurePath)
-        let teacherPath: String = try arguments.required("teacher")
-        teacher = teacherPath.isEmpty ? nil : URL(fileURLWithPath: teacherPath)
+        remeasure = arguments.string("remeasure").map { URL(fileURLWithPath: $0) }
+        teacher = arguments.string("teacher").map { URL(fileURLWithPath: $0) }
         if let teacher {
             configuration.teacher = teacher.lastPathComponent
             configuration.teacherWeight = try arguments.required("teacher-weight")
@@ -88,11 +85,10 @@ struct Pretrain: Command {
         name = try arguments.required("name")
         version = try arguments.required("version")
         guard version >= 1 else { throw UsageError(message: "--version must be a positive integer") }
-        let cachePath: String = try arguments.required("cache")
         cache =
-            cachePath.isEmpty
-            ? URL(fileURLWithPath: ProcessInfo.processInfo.environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache"))
-                .appendingPathComponent("facetrain") : URL(fileURLWithPath: cachePath)
+            arguments.string("cache").map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: ProcessInfo.processInfo.environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache"))
+            .appendingPathComponent("facetrain")
         skipBad = arguments.flag("skip-bad")
         resume = arguments.flag("resume")
         json = arguments.flag("json")
