@@ -45,7 +45,7 @@ public final class BaseFitSession {
     let cacheURL: URL
 
     /// Embedding views per crop: the crop itself, its mirror image and random augmentations.
-    public static let views = 8
+    public static let views = 4
     /// Length the embedding is scaled to before the classifier (logits are 16·cos θ).
     static let scale: Float = 16
     /// Margin on the true class's cosine while training the head (CosFace).
