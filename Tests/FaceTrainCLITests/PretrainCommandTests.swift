@@ -54,6 +54,20 @@ struct PretrainCommandTests {
         #expect(loaded.manifest.verification.roc.count == 10)
         #expect(loaded.manifest.data.identities + loaded.manifest.data.verificationIdentities == 200)
 
+        // --remeasure measures the same weights again: the same numbers, the same weights and bank.
+        let remeasured = root.appendingPathComponent("remeasured")
+        let again0 = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", remeasured.path, "--remeasure", base.path, "--cache", cache.path])
+        #expect(again0.status == 0, "\(again0.standardError)")
+        let reloaded = try BaseModel.load(from: remeasured)
+        #expect(reloaded.manifest.verification == loaded.manifest.verification)
+        #expect(reloaded.manifest.training.epochs == loaded.manifest.training.epochs)
+        for file in ["weights.h5", "bank.h5"] {
+            #expect(
+                try Data(contentsOf: base.appendingPathComponent(file))
+                    == Data(contentsOf: remeasured.appendingPathComponent(file)))
+        }
+
         // A second run reuses the cache; a changed crop is decoded again, alone.
         let again = try CLIRunner.run(
             ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b2").path, "--epochs", "1",
@@ -207,6 +221,33 @@ struct PretrainCommandTests {
         let mixed = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--width", "32"])
         #expect(mixed.status == 64)
         #expect(mixed.standardError.contains("--width applies to --base none only"))
+    }
+
+    @Test func fineTuningEverythingFromTheBaseCalibratesOnLeftOutUsers() throws {
+        let data = try FitCommandTests.syntheticData()
+        let root = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let models = root.appendingPathComponent("models")
+        let fit = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--fine-tune", "all", "--epochs", "2", "--json"])
+        try #require(fit.status == 0, "\(fit.standardError)")
+        let bundle = models.appendingPathComponent("1")
+        #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
+        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
+            as! [String: Any]
+        let training = manifest["training"] as! [String: Any]
+        #expect((training["base"] as? [String: Any])?["training"] as? String == "all")
+        #expect(training["epochs"] as? Int == 2)
+        let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
+            as! [String: Any]
+        let calibration = try #require(metrics["calibration"] as? [String: Double])
+        #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out"])
+        // Its checkpoints are gone with the run; --width still belongs to --base none.
+        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path)) ?? []
+        #expect(leftovers.filter { $0.hasSuffix(".checkpoint") }.isEmpty, "\(leftovers)")
+        let refused = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--fine-tune", "all", "--width", "8"])
+        #expect(refused.status == 64)
+        #expect(refused.standardError.contains("--width applies to --base none only"))
     }
 
     @Test func aDamagedOrForeignBaseIsRefusedByName() throws {
