@@ -202,8 +202,9 @@ struct PretrainCommandTests {
         let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
             as! [String: Any]
         let calibration = try #require(metrics["calibration"] as? [String: Double])
-        #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out", "bank"])
-        #expect(calibration.values.allSatisfy { $0 <= 0.05 + 1e-9 }, "\(calibration)")
+        #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out", "bank", "pooled"])
+        // The threshold holds the pooled strangers of this data and the bank to the target.
+        #expect(calibration["pooled"]! <= 0.05 + 1e-9 && calibration["bank"]! <= 0.05 + 1e-9, "\(calibration)")
 
         // The second fit of the same data reuses every cached embedding.
         let again = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path])
@@ -241,7 +242,8 @@ struct PretrainCommandTests {
         let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
             as! [String: Any]
         let calibration = try #require(metrics["calibration"] as? [String: Double])
-        #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out"])
+        #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out", "pooled"])
+        #expect(calibration["pooled"]! <= 0.05 + 1e-9, "\(calibration)")
         // Its checkpoints are gone with the run; --width still belongs to --base none.
         let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path)) ?? []
         #expect(leftovers.filter { $0.hasSuffix(".checkpoint") }.isEmpty, "\(leftovers)")

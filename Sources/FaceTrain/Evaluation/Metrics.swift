@@ -280,14 +280,20 @@ public enum Scoring {
         return sources
     }
 
-    /// Each calibration source's false accept rate at `threshold`.
+    /// Each calibration source's false accept rate at `threshold`, and with named sources the
+    /// rate of the pooled ones ("pooled"), which the threshold is held to together with the floors.
     public static func calibrationRates(
         _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]?, threshold: Double
     ) -> [String: Double] {
         let rule = DecisionRule(classLabels: classLabels, threshold: threshold)
-        return calibrationSources(predictions, classLabels: classLabels, strangers: extra).mapValues {
-            rates($0, rule: rule).unknownFAR
+        let sources = calibrationSources(predictions, classLabels: classLabels, strangers: extra)
+        var result = sources.mapValues { rates($0, rule: rule).unknownFAR }
+        // The rate the threshold was held to: the pooled strangers of this data.
+        if extra != nil {
+            let pooled = sources.filter { !floorSources.contains($0.key) }.values.flatMap { $0 }
+            if !pooled.isEmpty { result["pooled"] = rates(pooled, rule: rule).unknownFAR }
         }
+        return result
     }
 
     /// The threshold with the most user accuracy whose calibration false accept rate is at most

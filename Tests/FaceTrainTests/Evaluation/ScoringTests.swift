@@ -49,7 +49,8 @@ struct ScoringTests {
         #expect(strict >= 0.87)
         let rates = Scoring.calibrationRates(
             all, classLabels: labels, strangers: ["bank": loudBank], threshold: strict)
-        #expect(Set(rates.keys) == ["held_out_unknown", "bank"])
+        #expect(Set(rates.keys) == ["held_out_unknown", "bank", "pooled"])
+        #expect(rates["pooled"] == 0)
         #expect(rates["bank"]! <= 0.05)
         #expect(rates["held_out_unknown"] == 0)
     }
