@@ -104,7 +104,8 @@ public final class CropCache: @unchecked Sendable {
     /// has the content it was built from, otherwise (re)built. `progress(done, total)` follows
     /// the decoding.
     public static func open(
-        for corpus: IdentityCorpus, side: Int, folder: URL, progress: ((Int, Int) -> Void)? = nil
+        for corpus: IdentityCorpus, side: Int, folder: URL, progress: ((Int, Int) -> Void)? = nil,
+        shouldStop: () -> Bool = { false }
     ) throws(CorpusError) -> (cache: CropCache, report: Report) {
         let started = Date()
         let url = folder.appendingPathComponent("crops-\(side)-\(contentHash(Data(corpus.imagesRoot.path.utf8)).prefix(16)).cache")
@@ -147,7 +148,7 @@ public final class CropCache: @unchecked Sendable {
         defer { if let previous { close(previous.descriptor) } }
         return try build(
             corpus: corpus, sources: sources, side: side, url: url, previous: previous, rebuiltBecause: rebuiltBecause,
-            started: started, progress: progress)
+            started: started, progress: progress, shouldStop: shouldStop)
     }
 
     /// Deletes temporary cache files whose writer (the pid in their name) is no longer running:
@@ -246,7 +247,7 @@ public final class CropCache: @unchecked Sendable {
     private static func build(
         corpus: IdentityCorpus, sources: (hashes: [String], unreadable: [Int: String]), side: Int, url: URL,
         previous: (header: Header, descriptor: Int32, dataOffset: Int)?, rebuiltBecause: String?, started: Date,
-        progress: ((Int, Int) -> Void)?
+        progress: ((Int, Int) -> Void)?, shouldStop: () -> Bool
     ) throws(CorpusError) -> (cache: CropCache, report: Report) {
         let bytesPerCrop = side * side * 3
         // Old slots by content: a crop whose bytes are unchanged is copied, not decoded again.
@@ -302,6 +303,8 @@ public final class CropCache: @unchecked Sendable {
         var start = 0
         var buffer = [UInt8](repeating: 0, count: chunk * bytesPerCrop)
         while start < count {
+            // Ctrl-C between chunks: the temporary files go, the previous cache (if any) stays.
+            if shouldStop() { throw .interrupted }
             let end = min(start + chunk, count)
             var outcome = [String?](repeating: nil, count: end - start)  // nil = fine, else the reason
             var copied = [Bool](repeating: false, count: end - start)

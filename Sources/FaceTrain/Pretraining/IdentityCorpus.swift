@@ -156,6 +156,7 @@ public enum CorpusError: Error, CustomStringConvertible, Equatable {
     case badTeacher(path: String, reason: String)
     case cacheNotMappable(path: String, reason: String)
     case noVerificationIdentities(path: String, identities: Int)
+    case interrupted
 
     public var description: String {
         switch self {
@@ -180,6 +181,9 @@ public enum CorpusError: Error, CustomStringConvertible, Equatable {
         case .badTeacher(let path, let reason):
             "--teacher \(path) cannot be used: \(reason). HINT: give an HDF5 file with `files` [N] and "
                 + "`descriptors` [N, D] datasets (like dlib_descriptors.h5)."
+        case .interrupted:
+            "interrupted while building the crop cache; nothing was trained and the cache is as it was. "
+                + "HINT: run the same command again (crops already in the old cache are reused)."
         case .cacheNotMappable(let path, let reason):
             "cannot map the crop cache \(path) into memory: \(reason). HINT: raise the address-space limit "
                 + "(ulimit -v) or free memory; the cache itself is fine."

@@ -114,7 +114,7 @@ struct Pretrain: Command {
         let old = try remeasure.map { url throws(BaseModelError) in try BaseModel.load(from: url) }
         let (cropCache, report) = try CropCache.open(
             for: corpus, side: old?.manifest.recipe.cropSide ?? configuration.cropSide, folder: cache,
-            progress: progress.cacheProgress)
+            progress: progress.cacheProgress, shouldStop: { interruptRequested })
         if let reason = report.rebuiltBecause { progress.warn("the crop cache was rebuilt: \(reason)") }
         progress.say(
             String(
