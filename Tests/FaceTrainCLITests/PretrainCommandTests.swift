@@ -128,6 +128,31 @@ struct PretrainCommandTests {
         }
     }
 
+    @Test func ctrlCStopsBetweenBatchesKeepsTheCheckpointAndWritesNoBase() throws {
+        let corpus = try Self.syntheticCorpus(identities: 60, crops: 5)
+        let root = corpus.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = root.appendingPathComponent("out/base")
+        let arguments =
+            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "40", "--json",
+             "--cache", root.appendingPathComponent("cache").path] + Self.small
+        let background = try CLIRunner.Background(arguments, environment: [:])
+        let deadline = Date().addingTimeInterval(300)
+        while !background.standardOutput.contains("\"epoch\":1,") && background.process.isRunning && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        kill(background.process.processIdentifier, SIGINT)
+        background.process.waitUntilExit()
+        #expect(background.process.terminationStatus == 1)
+        #expect(background.standardError.contains("interrupted"), "\(background.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: base.path))
+        let checkpoints = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("out/.checkpoints").path)
+        #expect(checkpoints.contains { $0.hasSuffix(".checkpoint") }, "\(checkpoints)")
+        let finish = try CLIRunner.run(arguments + ["--resume"])
+        #expect(finish.status == 0, "\(finish.standardError)")
+        #expect(try BaseModel.load(from: base).manifest.training.epochs.count == 40)
+    }
+
     @Test func badCorporaAreClearErrors() throws {
         let root = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }

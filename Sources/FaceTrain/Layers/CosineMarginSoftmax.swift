@@ -181,9 +181,15 @@ public struct CosineMarginSoftmax: Sendable {
 
     /// Cosine similarity of every embedding row with every class row, without margin: [rows, classes].
     public func cosines(_ embeddings: Tensor) -> Tensor {
-        let rows = embeddings.shape[0]
-        let (unitEmbeddings, _) = Self.normalizeRows(embeddings.scalars, rows: rows, columns: features)
         let (unitWeights, _) = Self.normalizeRows(weight.value.scalars, rows: classes, columns: features)
+        return Self.cosines(embeddings, unitRows: Tensor(shape: [classes, features], scalars: unitWeights))
+    }
+
+    /// Cosines of embedding rows [rows, features] with class rows already at unit length: one GEMM.
+    public static func cosines(_ embeddings: Tensor, unitRows: Tensor) -> Tensor {
+        let (rows, classes, features) = (embeddings.shape[0], unitRows.shape[0], unitRows.shape[1])
+        let (unitEmbeddings, _) = normalizeRows(embeddings.scalars, rows: rows, columns: features)
+        let unitWeights = unitRows.scalars
         var result = Tensor(zeros: [rows, classes])
         unitEmbeddings.withUnsafeBufferPointer { e in
             unitWeights.withUnsafeBufferPointer { w in

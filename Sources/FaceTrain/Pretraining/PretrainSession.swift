@@ -163,10 +163,7 @@ public final class PretrainSession: @unchecked Sendable {
     public var dataFingerprint: String { key }
 
     func seed(epoch: Int, stream: UInt64, index: Int) -> UInt64 {
-        var generator = SplitMix64(
-            seed: configuration.seed ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15) ^ (stream &* 0xBF58_476D_1CE4_E5B9)
-                ^ UInt64(index))
-        return generator.next()
+        FitSession.seed(configuration.seed, epoch: epoch, stream: stream, index: index)
     }
 
     /// Augmented crops of `order` into `images`, in parallel.
@@ -412,10 +409,8 @@ public final class PretrainSession: @unchecked Sendable {
         let bankNames = corpus.identities(ofSplit: "bank")
         let bankCrops = corpus.crops.filter { bankNames.contains(corpus.identities[$0.identity]) && cache.slots[$0.path] != nil }
         var network = try Network(model: result.extractor)
-        let bankRows = try embeddings(ofSlots: bankCrops.map { cache.slots[$0.path]! }, with: &network).map { row in
-            let norm = max(row.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
-            return row.map { $0 / norm }
-        }
+        let bankRows = try embeddings(ofSlots: bankCrops.map { cache.slots[$0.path]! }, with: &network).map(
+            ModelEvaluation.unitLength)
         let corpusName = corpus.root.lastPathComponent
         let manifest = BaseModel.Manifest(
             name: name, version: version, facetrainVersion: FaceTrainVersion.string,

@@ -39,10 +39,7 @@ public struct TeacherDescriptors: Sendable {
                 let parts = path.split(separator: "/")
                 guard parts.count >= 2 else { continue }
                 let key = parts.suffix(2).joined(separator: "/")
-                var vector = (0..<features).map { scalars[row * features + $0] - mean[$0] }
-                let norm = max(vector.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
-                vector = vector.map { $0 / norm }
-                byPath[key] = vector
+                byPath[key] = ModelEvaluation.unitLength((0..<features).map { scalars[row * features + $0] - mean[$0] })
             }
             let sha = (try? SHA256.hashFile(at: url).sha256) ?? ""
             return TeacherDescriptors(byPath: byPath, file: url.lastPathComponent, path: url.path, contentSHA256: sha)

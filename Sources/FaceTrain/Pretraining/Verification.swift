@@ -42,15 +42,7 @@ public struct VerificationMetrics: Codable, Sendable, Equatable {
     public static func measure(embeddings: [[Float]], identities: [Int], seed: UInt64 = 7) -> VerificationMetrics {
         let count = embeddings.count
         precondition(count == identities.count, "one identity per embedding")
-        let unit = embeddings.map { row -> [Float] in
-            let norm = max(row.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
-            return row.map { $0 / norm }
-        }
-        func similarity(_ a: Int, _ b: Int) -> Float {
-            var total: Float = 0
-            for (x, y) in zip(unit[a], unit[b]) { total += x * y }
-            return total
-        }
+        let unit = embeddings.map(ModelEvaluation.unitLength)
         // Every pair: genuine scores all kept, impostor scores all kept (4,000 crops give 8 M).
         var genuine: [Float] = []
         var impostor: [Float] = []
@@ -106,11 +98,11 @@ public struct VerificationMetrics: Codable, Sendable, Equatable {
                     let first = Int(generator.next() % UInt64(members.count))
                     var second = Int(generator.next() % UInt64(members.count - 1))
                     if second >= first { second += 1 }
-                    foldPairs[fold].append((similarity(members[first], members[second]), true))
+                    foldPairs[fold].append((scores[members[first] * count + members[second]], true))
                     var other: Int
                     repeat { other = Int(generator.next() % UInt64(count)) } while identities[other] == identity
                     let anchor = members[Int(generator.next() % UInt64(members.count))]
-                    foldPairs[fold].append((similarity(anchor, other), false))
+                    foldPairs[fold].append((scores[anchor * count + other], false))
                 }
             }
         }

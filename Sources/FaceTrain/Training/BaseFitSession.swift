@@ -158,15 +158,12 @@ public final class BaseFitSession {
 
     /// Softmax of 16·cos θ against the unit class rows of `weight`, per embedding row.
     static func probabilities(_ rows: [[Float]], weight: Tensor) -> [[Float]] {
-        let classes = weight.shape[0]
-        let features = weight.shape[1]
-        return rows.map { row in
-            let norm = max(row.reduce(0) { $0 + $1 * $1 }.squareRoot(), 1e-12)
-            var logits = (0..<classes).map { column -> Float in
-                var total: Float = 0
-                for index in 0..<features { total += row[index] * weight.scalars[column * features + index] }
-                return scale * total / norm
-            }
+        let (classes, features) = (weight.shape[0], weight.shape[1])
+        guard !rows.isEmpty else { return [] }
+        let cosines = CosineMarginSoftmax.cosines(
+            Tensor(shape: [rows.count, features], scalars: rows.flatMap { $0 }), unitRows: weight)
+        return rows.indices.map { row in
+            var logits = (0..<classes).map { scale * cosines.scalars[row * classes + $0] }
             let maximum = logits.max() ?? 0
             var sum: Float = 0
             for index in logits.indices {

@@ -93,9 +93,13 @@ public final class FitSession {
 
     /// Seed of everything random at one position of one epoch, independent of threads and of resuming.
     func seed(epoch: Int, stream: UInt64, index: Int) -> UInt64 {
+        Self.seed(configuration.seed, epoch: epoch, stream: stream, index: index)
+    }
+
+    /// The seed of one position of one epoch of a run seeded `base` (fit and pretrain share it).
+    static func seed(_ base: UInt64, epoch: Int, stream: UInt64, index: Int) -> UInt64 {
         var generator = SplitMix64(
-            seed: configuration.seed ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15) ^ (stream &* 0xBF58_476D_1CE4_E5B9)
-                ^ UInt64(index))
+            seed: base ^ (UInt64(epoch) &* 0x9E37_79B9_7F4A_7C15) ^ (stream &* 0xBF58_476D_1CE4_E5B9) ^ UInt64(index))
         return generator.next()
     }
 
