@@ -59,8 +59,21 @@ struct FitCommandTests {
         let data = try Self.syntheticData()
         let models = data.deletingLastPathComponent().appendingPathComponent("models")
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
-        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path] + Self.quickFit)
+        // Run inside another git repository: the manifest names facetrain's commit, not that one.
+        let elsewhere = data.deletingLastPathComponent()
+        for command in [["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "t"]] {
+            #expect(try CLIRunner.runProgram("/usr/bin/git", ["-C", elsewhere.path] + command).status == 0)
+        }
+        let fit = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path] + Self.quickFit, in: elsewhere)
         #expect(fit.status == 0, "\(fit.standardError)")
+        let manifest = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: models.appendingPathComponent("1/manifest.json"))) as! [String: Any]
+        let checkout = CLIRunner.binary.resolvingSymlinksInPath().path.components(separatedBy: "/.build/")[0]
+        let facetrainHead = try CLIRunner.runProgram("/usr/bin/git", ["-C", checkout, "rev-parse", "HEAD"])
+            .standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let recorded = try #require(manifest["gitCommit"] as? String)
+        #expect(recorded == facetrainHead || recorded == facetrainHead + "-dirty", "gitCommit \(recorded)")
         let lines = fit.standardOutput.split(separator: "\n")
         #expect(lines.last.map(String.init) == models.appendingPathComponent("1").path)
         #expect(lines.filter { $0.hasPrefix("epoch ") }.count == 30)

@@ -55,18 +55,41 @@ public enum BundleWriter {
         }
     }
 
-    /// The commit of the git checkout the tool runs in, if any (provenance for the manifest).
+    /// The commit of facetrain's own source tree, when this binary was built inside a git
+    /// checkout of it (`<checkout>/.build/.../facetrain`), with "-dirty" when the tree had changes;
+    /// nil for an installed binary (set FACETRAIN_GIT_COMMIT when packaging). Never the repository
+    /// the user happens to run it in: that commit says nothing about the code that trained.
     static func gitCommit() -> String? {
+        guard let checkout = sourceCheckout() else { return nil }
+        guard let head = git(["rev-parse", "HEAD"], in: checkout), head.count == 40 else { return nil }
+        guard let changes = git(["status", "--porcelain", "--untracked-files=no"], in: checkout) else { return head }
+        return changes.isEmpty ? head : head + "-dirty"
+    }
+
+    /// The checkout whose `.build` folder holds the running executable, if it is one.
+    static func sourceCheckout() -> URL? {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let components = executable.pathComponents
+        guard let build = components.lastIndex(of: ".build"), build > 1 else { return nil }
+        let checkout = URL(fileURLWithPath: NSString.path(withComponents: Array(components[..<build])))
+        let files = FileManager.default
+        guard files.fileExists(atPath: checkout.appendingPathComponent("Package.swift").path),
+            files.fileExists(atPath: checkout.appendingPathComponent(".git").path)
+        else { return nil }
+        return checkout
+    }
+
+    private static func git(_ arguments: [String], in folder: URL) -> String? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["git", "rev-parse", "HEAD"]
+        process.arguments = ["git", "-C", folder.path] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return nil }
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return process.terminationStatus == 0 && text.count == 40 ? text : nil
+        guard process.terminationStatus == 0 else { return nil }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -18,7 +18,8 @@ enum TestHooks {
     }
 }
 
-/// `facetrain _test-write-bundle`: publishes a ref-small bundle with seeded random weights.
+/// `facetrain _test-write-bundle`: publishes a ref-small bundle with seeded random weights and
+/// no metrics (it was never evaluated; `publish` gates refuse it as of unknown quality).
 struct TestWriteBundle: Command {
     static let name = "_test-write-bundle"
     static let abstract = "(tests only) Write a bundle with seeded random weights."
@@ -47,7 +48,7 @@ struct TestWriteBundle: Command {
         let definition = ModelDefinition.referenceSmall(
             classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
         try staging.writeWeights(Network(definition: definition, seed: seed).trainedModel)
-        try staging.write(Data("{\"user_accuracy\": 0.9}\n".utf8), named: "metrics.json")
+        // No metrics.json: the bundle was never evaluated, and a made-up score would pass a gate.
         let manifest = Manifest(
             version: staging.version, definition: definition,
             users: users.map { Manifest.UserEntry(id: $0, name: "user \($0)") }, training: ["epochs": 1], seed: seed,
