@@ -1,4 +1,4 @@
-import FaceTrain
+@testable import FaceTrain
 import FaceTrainTestSupport
 import Foundation
 import Testing
@@ -98,12 +98,48 @@ struct PretrainCommandTests {
         #expect(fourth.standardOutput.contains("0 crops reused, 1200 decoded"))
     }
 
-    @Test func resumeAfterSIGKILLGivesTheSameWeights() throws {
+    /// A teacher descriptor file for a synthetic corpus: per identity a random direction, per crop
+    /// that direction plus noise, all shifted by one common offset (as dlib's lie in a narrow cone).
+    static func writeTeacher(for corpus: URL, to file: URL, features: Int = 16) throws {
+        var generator = SplitMix64(seed: 99)
+        func normal() -> Float {
+            let u = Float(Double(generator.next() % 1_000_000 + 1) / 1_000_001)
+            let v = Float(Double(generator.next() % 1_000_000) / 1_000_000)
+            return (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
+        }
+        let offset = (0..<features).map { _ in 3 * normal() }
+        var paths: [String] = []
+        var scalars: [Float] = []
+        let files = FileManager.default
+        for identity in try files.contentsOfDirectory(atPath: corpus.path).sorted() {
+            let direction = (0..<features).map { _ in normal() }
+            for crop in try files.contentsOfDirectory(atPath: corpus.appendingPathComponent(identity).path).sorted() {
+                paths.append("images/\(identity)/\(crop)")
+                scalars += (0..<features).map { offset[$0] + direction[$0] + 0.3 * normal() }
+            }
+        }
+        try HDF5File.withLibrary {
+            let h5 = try HDF5File.create(at: file.path)
+            try h5.root.writeFixedStringDataset("files", paths)
+            try h5.root.writeDataset("descriptors", shape: [paths.count, features], scalars: scalars)
+            try h5.close()
+        }
+    }
+
+    /// Without a teacher, and distilling one by relations or by features (whose projection and
+    /// its optimizer state must be in the checkpoint too).
+    @Test(arguments: ["none", "relational", "feature"])
+    func resumeAfterSIGKILLGivesTheSameWeights(teacherLoss: String) throws {
         let corpus = try Self.syntheticCorpus(identities: 60, crops: 5)
         let root = corpus.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: root) }
         let cache = root.appendingPathComponent("cache").path
-        let options = ["--epochs", "5", "--cache", cache, "--json"] + Self.small
+        var options = ["--epochs", "5", "--cache", cache, "--json"] + Self.small
+        if teacherLoss != "none" {
+            let teacher = root.appendingPathComponent("teacher.h5")
+            try Self.writeTeacher(for: corpus, to: teacher)
+            options += ["--teacher", teacher.path, "--teacher-loss", teacherLoss, "--teacher-weight", "5"]
+        }
         let straight = root.appendingPathComponent("straight/base")
         let uninterrupted = try CLIRunner.run(["pretrain", "--data", corpus.path, "--out", straight.path] + options)
         try #require(uninterrupted.status == 0, "\(uninterrupted.standardError)")
@@ -126,6 +162,19 @@ struct PretrainCommandTests {
                 try Data(contentsOf: straight.appendingPathComponent(file))
                     == Data(contentsOf: resumed.appendingPathComponent(file)), "\(file) differs after resuming")
         }
+        let losses = Self.epochs(uninterrupted.standardOutput).map { $0["loss"] as! Double }
+        #expect(losses.last! < losses.first!, "loss \(losses)")
+        let recipe = try BaseModel.load(from: straight).manifest.recipe
+        #expect(recipe.teacherLoss?.rawValue == (teacherLoss == "none" ? nil : teacherLoss))
+        #expect(recipe.teacherWeight == (teacherLoss == "none" ? 0 : 5))
+    }
+
+    @Test func unknownTeacherLossIsAUsageError() throws {
+        let run = try CLIRunner.run([
+            "pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--teacher", "/tmp/t.h5", "--teacher-loss", "mse",
+        ])
+        #expect(run.status == 64)
+        #expect(run.standardError.contains("--teacher-loss mse is not known; use relational or feature"), "\(run.standardError)")
     }
 
     @Test func ctrlCStopsBetweenBatchesKeepsTheCheckpointAndWritesNoBase() throws {

@@ -200,6 +200,33 @@ final class HDF5File {
             try HDF5File.check(status, "write dataset", object)
         }
 
+        /// A one-dimensional dataset of fixed-length NUL-terminated UTF-8 strings, the layout of
+        /// h5py's `files` lists (teacher descriptor files; tests write such files with it).
+        func writeFixedStringDataset(_ name: String, _ values: [String]) throws {
+            let object = childPath(name)
+            let size = (values.map(\.utf8.count).max() ?? 0) + 1
+            let type = H5Tcopy(chdf5_c_s1())
+            defer { H5Tclose(type) }
+            H5Tset_size(type, size)
+            H5Tset_strpad(type, H5T_STR_NULLTERM)
+            H5Tset_cset(type, H5T_CSET_UTF8)
+            var dimensions = [hsize_t(values.count)]
+            let space = H5Screate_simple(1, &dimensions, nil)
+            guard space >= 0 else { throw HDF5File.failure("create dataspace for", object) }
+            defer { H5Sclose(space) }
+            let dataset = H5Dcreate2(identifier, name, type, space, chdf5_default(), chdf5_default(), chdf5_default())
+            guard dataset >= 0 else { throw HDF5File.failure("create dataset", object) }
+            defer { H5Dclose(dataset) }
+            var bytes = [UInt8](repeating: 0, count: max(size * values.count, 1))
+            for (index, value) in values.enumerated() {
+                bytes.replaceSubrange((index * size)..<(index * size + value.utf8.count), with: value.utf8)
+            }
+            let status = bytes.withUnsafeBytes {
+                H5Dwrite(dataset, type, chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
+            }
+            try HDF5File.check(status, "write dataset", object)
+        }
+
         /// Reads a one-dimensional dataset of fixed-length strings (NUL-padded or -terminated).
         func readFixedStrings(_ name: String) throws -> [String] {
             let object = childPath(name)

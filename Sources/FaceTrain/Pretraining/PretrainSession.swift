@@ -18,10 +18,17 @@ public struct PretrainConfiguration: Codable, Sendable, Equatable {
     public var scale = 30.0
     public var margin = 0.35
     public var augmentation = AugmentationSettings.pretraining
-    /// Weight of the relational distillation toward a teacher's descriptors (0 = none).
+    /// Weight of the distillation toward a teacher's descriptors (0 = none).
     public var teacherWeight = 0.0
     /// File name of the teacher's descriptors, when distilling.
     public var teacher: String?
+    /// How the teacher is distilled; nil (recipes recorded before there was a choice) is relational.
+    public var teacherLoss: TeacherLoss?
+
+    /// See `TeacherDescriptors`.
+    public enum TeacherLoss: String, Codable, Sendable, CaseIterable {
+        case relational, feature
+    }
 
     public init() {}
 
@@ -33,6 +40,7 @@ public struct PretrainConfiguration: Codable, Sendable, Equatable {
         case architecture, width, epochs, seed, scale, margin, augmentation
         case teacher
         case teacherWeight = "teacher_weight"
+        case teacherLoss = "teacher_loss"
         case inputSize = "input_size"
         case batchSize = "batch_size"
         case learningRate = "learning_rate"
@@ -142,7 +150,7 @@ public final class PretrainSession: @unchecked Sendable {
             throw .badTeacher(path: teacher.path, reason: "it has a descriptor for none of the training crops")
         }
         self.training = training
-        self.teacherRows = teacherRows
+        self.teacherRows = TeacherDescriptors.centredUnitRows(teacherRows)
         self.verification = verification
         trainingIdentities = trainIndex.count
         // The run is what it learns from: every used crop's path and content, the splits (which
@@ -198,6 +206,15 @@ public final class PretrainSession: @unchecked Sendable {
         var head = CosineMarginSoftmax(
             classes: trainingIdentities, features: features, scale: Float(configuration.scale),
             margin: Float(configuration.margin), using: &generator)
+        let distillation = configuration.teacherWeight > 0 ? configuration.teacherLoss ?? .relational : nil
+        // Feature distillation's map from the embedding to the teacher's space (not shipped).
+        var projection = Parameter(
+            name: "weight",
+            value: distillation == .feature
+                ? Tensor(
+                    randomNormal: [teacherRows.first { $0 != nil }??.count ?? 0, features],
+                    standardDeviation: 1 / Float(features).squareRoot(), using: &generator)
+                : Tensor(zeros: [0]))
         var optimizer = AdamW(weightDecay: Float(configuration.weightDecay))
         // A short run (a small corpus) warms up for at most a fifth of its steps.
         let totalSteps = configuration.epochs * batchCount
@@ -224,6 +241,11 @@ public final class PretrainSession: @unchecked Sendable {
                     throw TrainingError.stateMismatch("no head weight of shape \(head.weight.value.shape)")
                 }
                 head.weight.value = weight
+                if distillation == .feature {
+                    guard let saved = checkpoint.tensors["teacher/projection"], saved.shape == projection.value.shape
+                    else { throw TrainingError.stateMismatch("no teacher projection of shape \(projection.value.shape)") }
+                    projection.value = saved
+                }
                 var slots: [String: Tensor] = [:]
                 for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") {
                     slots[String(name.dropFirst(10))] = tensor
@@ -280,13 +302,24 @@ public final class PretrainSession: @unchecked Sendable {
                 let labels = order[(batch * batchSize)..<((batch + 1) * batchSize)].map { training[$0].identity }
                 let embeddings = network.forward(images, mode: .training)
                 var result = head.lossAndGradient(embeddings: embeddings, labels: labels)
-                if configuration.teacherWeight > 0 {
+                if let distillation {
                     let rows = order[(batch * batchSize)..<((batch + 1) * batchSize)].map { teacherRows[$0] }
-                    let distilled = TeacherDescriptors.relationalLoss(
-                        embeddings: embeddings, teacher: rows, weight: Float(configuration.teacherWeight))
-                    result.loss += distilled.loss
+                    let weight = Float(configuration.teacherWeight)
+                    let gradient: Tensor
+                    switch distillation {
+                    case .relational:
+                        let distilled = TeacherDescriptors.relationalLoss(embeddings: embeddings, teacher: rows, weight: weight)
+                        result.loss += distilled.loss
+                        gradient = distilled.gradient
+                    case .feature:
+                        let distilled = TeacherDescriptors.featureLoss(
+                            embeddings: embeddings, teacher: rows, projection: projection.value, weight: weight)
+                        result.loss += distilled.loss
+                        gradient = distilled.embeddingGradient
+                        projection.gradient = distilled.projectionGradient
+                    }
                     for index in result.embeddingGradient.scalars.indices {
-                        result.embeddingGradient.scalars[index] += distilled.gradient.scalars[index]
+                        result.embeddingGradient.scalars[index] += gradient.scalars[index]
                     }
                 }
                 network.backward(result.embeddingGradient)
@@ -294,6 +327,9 @@ public final class PretrainSession: @unchecked Sendable {
                 let rate = schedule.learningRate(base: Float(configuration.learningRate), step: step)
                 optimizer.update(&network, learningRate: rate)
                 optimizer.update(key: "head.weight", &head.weight, learningRate: rate)
+                if distillation == .feature {
+                    optimizer.update(key: "teacher.projection", &projection, learningRate: rate)
+                }
                 step += 1
                 learningRate = Double(rate)
                 lossSum += Double(result.loss) * Double(labels.count)
@@ -314,7 +350,8 @@ public final class PretrainSession: @unchecked Sendable {
                 seconds: Date().timeIntervalSince(started), imagesPerSecond: Double(seen) / max(trainingSeconds, 1e-9))
             history.append(record)
             try writeCheckpoint(
-                network: network, head: head, optimizer: optimizer, step: step, epoch: epoch, history: history)
+                network: network, head: head, projection: distillation == .feature ? projection.value : nil,
+                optimizer: optimizer, step: step, epoch: epoch, history: history)
             observer?.epochFinished(record)
         }
         let verificationMetrics = try measureVerification(&network)
@@ -381,11 +418,12 @@ public final class PretrainSession: @unchecked Sendable {
     }
 
     private func writeCheckpoint(
-        network: Network, head: CosineMarginSoftmax, optimizer: AdamW, step: Int, epoch: Int,
+        network: Network, head: CosineMarginSoftmax, projection: Tensor?, optimizer: AdamW, step: Int, epoch: Int,
         history: [PretrainEpochRecord]
     ) throws(FitError) {
         let state = optimizer.state
         var tensors: [String: Tensor] = ["head/weight": head.weight.value]
+        if let projection { tensors["teacher/projection"] = projection }
         for (name, tensor) in state.slots { tensors["optimizer/" + name] = tensor }
         for layer in network.weights {
             for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor }

@@ -20,8 +20,12 @@ struct Pretrain: Command {
             .option("seed", "n", "Seed of everything random; the same seed gives the same weights.", default: "1"),
             .option("name", "text", "Name recorded in the base manifest.", default: "celeba-ref-small-32"),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
-            .option("teacher", "file.h5", "Descriptors of a stronger network per crop, distilled by their relations."),
+            .option("teacher", "file.h5", "Descriptors of a stronger network per crop, to distil."),
             .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
+            .option(
+                "teacher-loss", "kind",
+                "relational (the student's similarities follow the teacher's) or feature (a linear map of the embedding follows each descriptor).",
+                default: "relational"),
             .option("cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
             .option(
                 "remeasure", "dir",
@@ -77,6 +81,13 @@ struct Pretrain: Command {
         if let teacher {
             configuration.teacher = teacher.lastPathComponent
             configuration.teacherWeight = try arguments.required("teacher-weight")
+            let loss = arguments.string("teacher-loss") ?? "relational"
+            guard let kind = PretrainConfiguration.TeacherLoss(rawValue: loss) else {
+                throw UsageError(
+                    message: "--teacher-loss \(loss) is not known; use "
+                        + PretrainConfiguration.TeacherLoss.allCases.map(\.rawValue).joined(separator: " or "))
+            }
+            configuration.teacherLoss = kind
             guard configuration.teacherWeight.isFinite, configuration.teacherWeight >= 0 else {
                 throw UsageError(message: "--teacher-weight must be a number >= 0")
             }

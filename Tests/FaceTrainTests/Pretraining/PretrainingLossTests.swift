@@ -129,6 +129,76 @@ import Testing
         #expect(gradient.scalars[(2 * features)..<(3 * features)].allSatisfy { $0 == 0 })
     }
 
+    /// Feature distillation written out: mean over rows with a teacher of weight·(1 − cos(P·e, t)).
+    static func feature(_ embeddings: [Double], projection: [Double], features: Int, targets: Int, teacher: [[Double]?],
+                        weight: Double) -> Double {
+        var total = 0.0
+        var count = 0.0
+        for (row, target) in teacher.enumerated() {
+            guard let target else { continue }
+            let e = embeddings[(row * features)..<((row + 1) * features)]
+            let y = (0..<targets).map { o in zip(projection[(o * features)..<((o + 1) * features)], e).reduce(0) { $0 + $1.0 * $1.1 } }
+            let length = y.reduce(0) { $0 + $1 * $1 }.squareRoot()
+            let cosine = zip(y, target).reduce(0) { $0 + $1.0 * $1.1 } / length
+            total += weight * (1 - cosine)
+            count += 1
+        }
+        return total / max(count, 1)
+    }
+
+    @Test func featureDistillationGradientsMatchCentralDifferences() {
+        let (batch, features, targets) = (5, 4, 3)
+        let embeddings = TestData.normal([batch, features], seed: 21, standardDeviation: 1.5)
+        let projection = TestData.normal([targets, features], seed: 22, standardDeviation: 0.7)
+        let raw = TestData.normal([batch, targets], seed: 23, standardDeviation: 1).scalars
+        var rows: [[Float]?] = (0..<batch).map { Array(raw[($0 * targets)..<(($0 + 1) * targets)]) }
+        rows[1] = nil  // a crop without a teacher descriptor takes no part
+        let teacher = TeacherDescriptors.centredUnitRows(rows)
+        let result = TeacherDescriptors.featureLoss(
+            embeddings: embeddings, teacher: teacher, projection: projection, weight: 2)
+        let t = teacher.map { $0?.map(Double.init) }
+        let e = embeddings.scalars.map(Double.init)
+        let p = projection.scalars.map(Double.init)
+        let direct = Self.feature(e, projection: p, features: features, targets: targets, teacher: t, weight: 2)
+        #expect(abs(Double(result.loss) - direct) < 1e-5 * max(1, direct))
+        let numericE = LossTests.centralDifferences(e) {
+            Self.feature($0, projection: p, features: features, targets: targets, teacher: t, weight: 2)
+        }
+        for (analytic, expected) in zip(result.embeddingGradient.scalars, numericE) {
+            #expect(abs(Double(analytic) - expected) < 1e-4, "dE \(analytic) vs \(expected)")
+        }
+        let numericP = LossTests.centralDifferences(p) {
+            Self.feature(e, projection: $0, features: features, targets: targets, teacher: t, weight: 2)
+        }
+        for (analytic, expected) in zip(result.projectionGradient.scalars, numericP) {
+            #expect(abs(Double(analytic) - expected) < 1e-4, "dP \(analytic) vs \(expected)")
+        }
+        #expect(result.embeddingGradient.scalars[features..<(2 * features)].allSatisfy { $0 == 0 })
+        #expect(result.projectionGradient.scalars.contains { $0 != 0 })
+    }
+
+    /// Centring uses only the rows given (the training crops) and leaves them unit length; the
+    /// narrow cone of raw descriptors (all near one direction) opens up.
+    @Test func teacherRowsAreCentredOnTheirOwnMeanAndUnitLength() {
+        var generator = SplitMix64(seed: 3)
+        let offset: [Float] = [5, 5, 5, 5]
+        let rows: [[Float]?] = (0..<40).map { _ in
+            offset.map { $0 + Float(Double(generator.next() % 1000) / 1000 - 0.5) }
+        } + [nil]
+        let centred = TeacherDescriptors.centredUnitRows(rows)
+        #expect(centred.last! == nil)
+        let present = centred.compactMap { $0 }
+        for row in present { #expect(abs(row.reduce(0) { $0 + $1 * $1 } - 1) < 1e-5) }
+        func meanCosine(_ vectors: [[Float]]) -> Float {
+            let units = vectors.map { ModelEvaluation.unitLength($0) }
+            var total: Float = 0
+            for i in 0..<units.count { for j in 0..<units.count where j != i { total += zip(units[i], units[j]).reduce(0) { $0 + $1.0 * $1.1 } } }
+            return total / Float(units.count * (units.count - 1))
+        }
+        #expect(meanCosine(rows.compactMap { $0 }) > 0.95)
+        #expect(abs(meanCosine(present)) < 0.1)
+    }
+
     @Test func verificationOfSeparatedAndOfRandomEmbeddings() {
         // 20 identities x 4 crops: one direction per identity (plus noise) verifies almost
         // perfectly; embeddings unrelated to identity verify at chance.
