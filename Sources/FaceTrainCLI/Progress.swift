@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 /// Prints fit progress: a live bar on a terminal, summary lines otherwise, JSON lines with `--json`.
-final class ProgressPrinter: FitObserver {
+final class ProgressPrinter: FitJobObserver {
     enum Style { case terminal, lines, json }
     let style: Style
     private var lastDraw = Date.distantPast
@@ -30,6 +30,33 @@ final class ProgressPrinter: FitObserver {
     func say(_ text: String) {
         if style == .json { event("message", ["text": text]) } else { print(text) }
         fflush(nil)
+    }
+
+    func dataLoaded(users: Int, crops: Int, warnings: [DataWarning]) {
+        for warning in warnings {
+            if style == .json {
+                event("warning", ["kind": warning.kind, "path": warning.path, "message": warning.message])
+            } else {
+                printError("warning: \(warning)")
+            }
+        }
+        say("data: \(users) users, \(crops) crops, BLAS \(BLASRuntime.summary)")
+    }
+
+    func baseChosen(_ base: BaseModel, fineTuning: FineTuning) {
+        say(
+            "base: \(base.manifest.name) v\(base.manifest.version) (\(base.source), sha256 \(base.manifestSHA256.prefix(12))), "
+                + (fineTuning == .head
+                    ? "extractor frozen, classifier trained on its embeddings"
+                    : "whole network fine-tuned, then once per fold of users left out"))
+    }
+
+    func calibrated(rates: [String: Double], folds: Int, seconds: Double) {
+        let text = rates.keys.sorted().map { String(format: "%@ %.3f", $0, rates[$0]!) }.joined(separator: ", ")
+        say(
+            String(
+                format: "calibration (%d folds of users left out, %.1fs): strangers accepted at the threshold: ",
+                folds, seconds) + text)
     }
 
     func fitStarted(trainingCrops: Int, heldOutCrops: Int, classes: Int, epochs: Int, resumedFrom: Int?) {

@@ -122,82 +122,19 @@ struct Fit: Command {
     func run() throws -> ExitCode {
         installInterruptHandler()
         let progress = ProgressPrinter(json: json)
-        let dataset = try FaceDataset.load(from: data, options: loadOptions)
-        try ModelRepository(directory: out).prepareForWriting()
-        for warning in dataset.report.warnings {
-            if json {
-                progress.event("warning", ["kind": warning.kind, "path": warning.path, "message": warning.message])
-            } else {
-                printError("warning: \(warning)")
-            }
-        }
-        progress.say("data: \(dataset.users.count) users, \(dataset.samples.count) crops, BLAS \(BLASRuntime.summary)")
-        if let base = try BaseModel.resolve(baseOption) {
-            return try runFromBase(base, dataset: dataset, progress: progress)
-        }
-        let session = try FitSession(
-            dataset: dataset, configuration: configuration,
-            checkpointDirectory: out.appendingPathComponent(".checkpoints"))
-        let result = try session.run(resume: resume, observer: progress) { interruptRequested }
-        let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
-        let evaluation = try ModelEvaluation.evaluate(
-            result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
-        if interruptRequested { throw FitError.interrupted(checkpoint: session.checkpointURL.path) }
-        let bundle = try BundleWriter.write(
-            fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
-        session.removeCheckpoint()
-        report(bundle: bundle, bestEpoch: result.bestEpoch, metrics: evaluation.metrics, progress: progress)
-        return .success
-    }
-
-    /// A fit from a base: the base's extractor, a trained classifier and a threshold calibrated
-    /// on strangers to both (leave-users-out heads, the base's bank, held-out class 2).
-    private func runFromBase(_ base: BaseModel, dataset: FaceDataset, progress: ProgressPrinter) throws -> ExitCode {
-        var configuration = self.configuration
-        configuration.base = base.reference(training: fineTune)
-        configuration.width = base.manifest.width
-        configuration.inputSize = base.manifest.definition.input.width
-        if fineTune == "all" {
-            if !givenEpochs { configuration.epochs = 20 }
-            if !givenLearningRate { configuration.learningRate = 1e-3 }
-            configuration.warmupEpochs = 1
-        }
-        progress.say(
-            "base: \(base.manifest.name) v\(base.manifest.version) (\(base.source), sha256 \(base.manifestSHA256.prefix(12))), "
-                + (fineTune == "head"
-                    ? "extractor frozen, classifier trained on its embeddings"
-                    : "whole network fine-tuned, then once per fold of users left out"))
-        var loadOptions = self.loadOptions
-        loadOptions.inputWidth = configuration.inputSize
-        loadOptions.inputHeight = configuration.inputSize
-        let dataset =
-            loadOptions.inputWidth == self.loadOptions.inputWidth
-            ? dataset : try FaceDataset.load(from: data, options: loadOptions)
-        let (result, strangers): (FitResult, CalibrationStrangers)
-        if fineTune == "all" {
-            (result, strangers) = try FineTuneSession(
-                dataset: dataset, configuration: configuration, base: base,
-                checkpointDirectory: out.appendingPathComponent(".checkpoints")
-            ).run(observer: progress) { interruptRequested }
-        } else {
-            (result, strangers) = try BaseFitSession(
-                dataset: dataset, configuration: configuration, base: base,
-                cacheDirectory: out.appendingPathComponent(".embeddings")
-            ).run(observer: progress)
-        }
-        let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
-        let evaluation = try ModelEvaluation.evaluate(
-            result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate,
-            strangers: strangers.sources)
-        let bundle = try BundleWriter.write(
-            fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: out)
-        if let rates = evaluation.metrics.calibration {
-            let text = rates.keys.sorted().map { String(format: "%@ %.3f", $0, rates[$0]!) }.joined(separator: ", ")
-            progress.say(
-                String(format: "calibration (%d folds of users left out, %.1fs): strangers accepted at the threshold: ",
-                    strangers.folds, strangers.seconds) + text)
-        }
-        report(bundle: bundle, bestEpoch: result.bestEpoch, metrics: evaluation.metrics, progress: progress)
+        let base = try BaseModel.resolve(baseOption)
+        let fineTuning = FineTuning(rawValue: fineTune)!
+        let configuration =
+            base.map {
+                FitJob.configuration(
+                    self.configuration, base: $0, fineTuning: fineTuning, keepEpochs: givenEpochs,
+                    keepLearningRate: givenLearningRate)
+            } ?? self.configuration
+        let job = FitJob(
+            data: data, models: out, configuration: configuration, loadOptions: loadOptions, base: base,
+            fineTuning: fineTuning, resume: resume)
+        let result = try job.run(observer: progress) { interruptRequested }
+        report(bundle: result.bundle, bestEpoch: result.bestEpoch, metrics: result.metrics, progress: progress)
         return .success
     }
 

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+@testable import FaceTrain
+
+/// The library-level fit job, without the CLI: what a server would call.
+@Suite("fit job", .serialized)
+struct FitJobTests {
+    /// Records what the job reports, in order.
+    final class Recorder: FitJobObserver {
+        var events: [String] = []
+        var epochs: [EpochRecord] = []
+        var calibration: [String: Double]?
+        func dataLoaded(users: Int, crops: Int, warnings: [DataWarning]) { events.append("data \(users) \(crops)") }
+        func baseChosen(_ base: BaseModel, fineTuning: FineTuning) {
+            events.append("base \(base.manifest.name) \(fineTuning.rawValue)")
+        }
+        func calibrated(rates: [String: Double], folds: Int, seconds: Double) {
+            events.append("calibrated \(folds)")
+            calibration = rates
+        }
+        func fitStarted(trainingCrops: Int, heldOutCrops: Int, classes: Int, epochs: Int, resumedFrom: Int?) {
+            events.append("start \(classes) \(epochs)")
+        }
+        func batchFinished(epoch: Int, batch: Int, batches: Int, imagesPerSecond: Double, loss: Double) {}
+        func epochFinished(_ record: EpochRecord, isBest: Bool) { epochs.append(record) }
+    }
+
+    static func syntheticData(users: Int) throws -> URL {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-job-\(UUID().uuidString)")
+        let configuration = SynthesisConfiguration(
+            outputDirectory: root.appendingPathComponent("data"), userCount: users, imagesPerUser: 12, seed: 3,
+            imageSize: 48, nonFaceCount: 20, unknownIdentityCount: 6, imagesPerUnknownIdentity: 3)
+        _ = try SyntheticFaces.generate(configuration: configuration)
+        return root
+    }
+
+    @Test func fromScratchTrainsEvaluatesAndWritesAVerifiedBundle() throws {
+        let root = try Self.syntheticData(users: 4)
+        defer { try? FileManager.default.removeItem(at: root) }
+        var configuration = FitConfiguration()
+        configuration.epochs = 12
+        configuration.batchSize = 16
+        configuration.inputSize = 32
+        configuration.width = 8
+        let models = root.appendingPathComponent("models")
+        let job = FitJob(
+            data: root.appendingPathComponent("data"), models: models, configuration: configuration,
+            loadOptions: DataLoadOptions(inputWidth: 32, inputHeight: 32, channels: 3), base: nil)
+        let recorder = Recorder()
+        let result = try job.run(observer: recorder)
+        #expect(recorder.events == ["data 4 \(4 * 12 + 20 + 6 * 3)", "start 6 12"])
+        #expect(recorder.epochs.count == 12)
+        #expect(result.bundle.standardizedFileURL.path == models.appendingPathComponent("1").standardizedFileURL.path)
+        let verification = BundleVerifier.verify(result.bundle, expectedVersion: 1)
+        #expect(verification.isValid, "\(verification.problems)")
+        #expect(verification.manifest?.users.map(\.id).sorted() == [3, 4, 5, 6])
+        #expect(result.metrics.unthresholded["user_accuracy"]! > 0.5)
+        // The checkpoint of a finished job is gone.
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: job.checkpointDirectory.path)) ?? []
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    @Test func fromTheBuiltinBaseCalibratesOnStrangersAndNamesTheBase() throws {
+        let root = try Self.syntheticData(users: 6)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = try #require(try BaseModel.resolve("builtin"))
+        let configuration = FitJob.configuration(
+            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        #expect(configuration.inputSize == base.manifest.definition.input.width)
+        let job = FitJob(
+            data: root.appendingPathComponent("data"), models: root.appendingPathComponent("models"),
+            configuration: configuration, loadOptions: DataLoadOptions(inputWidth: 32, inputHeight: 32, channels: 3),
+            base: base)
+        let recorder = Recorder()
+        let result = try job.run(observer: recorder)
+        #expect(recorder.events.first == "data 6 \(6 * 12 + 20 + 6 * 3)")
+        #expect(recorder.events.contains("base \(base.manifest.name) head"))
+        #expect(recorder.events.last?.hasPrefix("calibrated ") == true)
+        #expect(recorder.calibration?["leave_users_out"] != nil, "\(recorder.calibration ?? [:])")
+        let verification = BundleVerifier.verify(result.bundle, expectedVersion: 1)
+        #expect(verification.isValid, "\(verification.problems)")
+        // The job read the crops at the base's input size, whatever the options said.
+        #expect(verification.manifest?.input.width == base.manifest.definition.input.width)
+    }
+}
