@@ -17,6 +17,9 @@ BASE     := base/celeba-ref-small-32
 BASE_ARGS := --epochs 15 --width 32 --seed 1 --name celeba-ref-small-32 --version 1 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-weight 200
 
+# The suites that run a second time with Swift's runtime checks (see `test`).
+CHECKED_TESTS := FaceTrainTests\.(KernelTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
+
 .PHONY: all deps pydeps build release demo test bench bench-enrollment quality base lint format clean
 
 all: build
@@ -51,9 +54,13 @@ demo: release
 	.build/release/facetrain verify "$$(tail -n 1 .build/demo-fit.log)"
 
 # Tests run optimised: training and gradient checks are what they exercise.
+# Then the engine's kernel, layer, loss and network tests again with Swift's checks on (-O, not
+# -Ounchecked, in .build/checked): an out-of-bounds index there traps instead of reading garbage.
 test: deps pydeps
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
+	FACETRAIN_CHECKED=1 $(SWIFT) build -c release --build-tests -Xswiftc -enable-testing --build-path .build/checked
+	FACETRAIN_CHECKED=1 $(SWIFT) test -c release --skip-build --build-path .build/checked --filter "$(CHECKED_TESTS)"
 
 # Retrains the builtin base from ../shared (about 20 minutes on 2 cores) and compiles it in.
 base: release

@@ -6,6 +6,10 @@ import PackageDescription
 let builtinBase = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .appendingPathComponent("base/celeba-ref-small-32").path
 
+/// FACETRAIN_CHECKED=1 builds the library with -O instead of -Ounchecked, so that `make test` can
+/// run the kernel and layer tests once with bounds and overflow checks (in its own build folder).
+let checked = ProcessInfo.processInfo.environment["FACETRAIN_CHECKED"] == "1"
+
 let package = Package(
     name: "facetrain",
     products: [
@@ -28,7 +32,7 @@ let package = Package(
         .target(
             name: "FaceTrain",
             dependencies: ["CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CBaseModel"],
-            swiftSettings: [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
+            swiftSettings: checked ? [] : [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
         ),
 
         // MARK: - Command-line tool: parses arguments and calls FaceTrain
