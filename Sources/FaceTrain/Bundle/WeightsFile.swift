@@ -2,7 +2,8 @@ import Foundation
 
 /// `weights.h5`: every parameter and BatchNorm running statistic of a model, in HDF5.
 ///
-/// Layout (formats.md §4.2): the root group's attributes describe the model (`format`,
+/// Layout (this comment defines it; it follows the Keras style of per-layer groups with
+/// `weight_names`): the root group's attributes describe the model (`format`,
 /// `format_version`, `layer_names` in forward order, `class_labels`, `input_shape_chw`,
 /// `color_space`, `preprocess_scale`, `preprocess_bias`, `weight_layout`); one group per layer
 /// named "<index>.<kind>" ("0.conv2d") with a `type` attribute, the layer's hyper-parameters and

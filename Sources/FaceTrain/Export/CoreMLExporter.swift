@@ -32,7 +32,7 @@ public struct CoreMLExportOptions: Sendable, Equatable {
 /// normalisation is the image scaler, and `classLabel` / `classProbability` outputs for Vision.
 ///
 /// Field numbers and layouts follow coremltools' `Model.proto`, `NeuralNetwork.proto` and
-/// `FeatureTypes.proto`, as summarised in docs/formats.md section 1.
+/// `FeatureTypes.proto` (github.com/apple/coremltools, `mlmodel/format/`).
 public enum CoreMLExporter {
     /// File name of the export inside a bundle.
     public static let fileName = "FaceClassifier.mlmodel"

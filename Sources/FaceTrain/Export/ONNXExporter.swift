@@ -32,7 +32,8 @@ public struct ONNXExportOptions: Sendable, Equatable {
 /// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
 ///
 /// Field numbers follow `onnx.proto` (proto2: fields that are set are written even when zero), as
-/// summarised in docs/formats.md section 3.
+/// from github.com/onnx/onnx (`onnx/onnx.proto`, IR version 7; operators as in its Operators.md
+/// at opset 13).
 public enum ONNXExporter {
     /// File name of the export inside a bundle.
     public static let fileName = "model.onnx"

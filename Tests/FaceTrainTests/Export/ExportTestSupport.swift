@@ -35,7 +35,7 @@ enum ExportTestSupport {
 // MARK: - The smallest complete model
 
 extension ModelDefinition {
-    /// gen_reference.py's network (docs/formats-ref): a 3x3 convolution to 4 channels, batch norm,
+    /// gen_reference.py's network (../shared/docs/formats-ref): a 3x3 convolution to 4 channels, batch norm,
     /// ReLU, 2x2 max pooling, global average pooling and a linear layer: every exported layer kind.
     static func tinyClassifier(
         input: InputSpecification, outputFeatures: Int, classLabels: [String]

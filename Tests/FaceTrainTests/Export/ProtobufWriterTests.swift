@@ -2,7 +2,8 @@ import Testing
 
 @testable import FaceTrain
 
-/// Wire-format details, with expected bytes from the protobuf encoding rules and docs/formats.md 5.2.
+/// Wire-format details, with expected bytes worked out by hand from the protobuf encoding rules
+/// (protobuf.dev/programming-guides/encoding) and checked against the format reference files.
 struct ProtobufWriterTests {
     static func encoded(_ build: (inout ProtobufWriter) -> Void) -> [UInt8] {
         var writer = ProtobufWriter()
@@ -62,7 +63,8 @@ struct ProtobufWriterTests {
     }
 
     @Test func nestedMessagesWithPackedFloats() {
-        // formats.md 5.2 example 5: a convolution bias of four floats.
+        // Message 91 holding packed floats in field 1 (a bias of four floats): 0xDA 0x05 is field 91,
+        // length 18; 0x0A 0x10 is field 1, 16 little-endian bytes.
         let bytes = Self.encoded { writer in
             writer.writeMessage(91) { $0.writePackedFloats(1, [0.55, 0.1, -0.35, 0.35]) }
         }
@@ -74,7 +76,7 @@ struct ProtobufWriterTests {
     }
 
     @Test func emptyMessagesAreStillWritten() {
-        // formats.md 5.2 example 3: activation { ReLU {} }.
+        // activation { ReLU {} }: an empty message inside a message.
         #expect(
             Self.encoded { w in w.writeMessage(130) { $0.writeMessage(10) { _ in } } } == [
                 0x92, 0x08, 0x02, 0x52, 0x00,

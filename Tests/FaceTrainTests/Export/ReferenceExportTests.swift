@@ -3,7 +3,7 @@ import Testing
 
 @testable import FaceTrain
 
-/// The encoders reproduce the format reference (docs/formats-ref, made by coremltools' builder
+/// The encoders reproduce the format reference (../shared/docs/formats-ref, made by coremltools' builder
 /// and onnx.helper) byte for byte, through the same code path the product uses: only names,
 /// descriptions and metadata differ, and those are parameters.
 @Suite(.enabled(if: ExportTestSupport.isCI || ExportTestSupport.exists(ExportTestSupport.formatsReference)))
