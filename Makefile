@@ -14,8 +14,9 @@ TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreu
 SHARED   ?= ../shared
 BASE     := base/celeba-ref-small-32
 # The recipe of the builtin base (its manifest records it too).
-BASE_ARGS := --epochs 15 --width 32 --seed 1 --name celeba-ref-small-32 --version 1 \
-             --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-weight 200
+BASE_ARGS := --epochs 15 --width 32 --seed 1 --name celeba-ref-small-32 --version 2 \
+             --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
+             --teacher-weight 20
 
 # The suites that run a second time with Swift's runtime checks (see `test`).
 CHECKED_TESTS := FaceTrainTests\.(KernelTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
