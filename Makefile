@@ -7,9 +7,10 @@ BIN      := .build/$(CONFIG)/facetrain
 
 # pkg-config name : Debian package that provides it
 PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
-        libturbojpeg:libturbojpeg0-dev libpng:libpng-dev libcrypto:libssl-dev
+        libturbojpeg:libturbojpeg0-dev libpng:libpng-dev libcrypto:libssl-dev \
+        libmicrohttpd:libmicrohttpd-dev
 # command : Debian package (tools the tests call)
-TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils
+TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils curl:curl
 
 SHARED   ?= ../shared
 BASE     := base/celeba-ref-small-32
