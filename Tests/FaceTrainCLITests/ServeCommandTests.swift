@@ -371,4 +371,57 @@ struct ServeCommandTests {
             #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
         }
     }
+
+    /// Polls a job until it is neither queued nor running.
+    static func finished(_ server: Server, job: Int) throws -> [String: Any] {
+        var record: [String: Any] = [:]
+        let deadline = Date().addingTimeInterval(600)
+        while Date() < deadline {
+            record = try server.json("GET", "/v1/training/\(job)").object["record"] as? [String: Any] ?? [:]
+            if let state = record["state"] as? String, !["queued", "running"].contains(state) { break }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        return record
+    }
+
+    @Test func killedDuringTrainingMarksTheJobFailedAndKeepsTheQueue() throws {
+        let (synth, data, models) = try Self.folders(users: 5, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        var server = try Server(data: data, models: models, pauseAt: "training-running")
+        for user in 3...7 {
+            let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"P\(user)\"}").object["id"] as? Int)
+            #expect(try server.upload(id, try Self.crops(synth, user: user)).status == 201)
+        }
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 1)
+        #expect(server.process.waitFor("paused at training-running", timeout: 60), "\(server.process.standardError)")
+        let running = try server.json("GET", "/v1/training/1").object["record"] as? [String: Any]
+        #expect(running?["state"] as? String == "running")
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 2)
+        // A second request while job 2 waits is the same job: it will read every change anyway.
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 2)
+        server.kill()
+
+        server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let interrupted = try server.json("GET", "/v1/training/1").object["record"] as? [String: Any]
+        #expect(interrupted?["state"] as? String == "failed")
+        #expect((interrupted?["error"] as? String)?.contains("interrupted") == true, "\(interrupted ?? [:])")
+        let resumed = try Self.finished(server, job: 2)
+        #expect(resumed["state"] as? String == "succeeded" && resumed["version"] as? Int == 1, "\(resumed)")
+        #expect(try server.json("GET", "/v1/model").object["version"] as? Int == 1)
+    }
+
+    @Test func aTrainingThatCannotRunSaysWhy() throws {
+        let (synth, data, models) = try Self.folders(users: 1, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Few\"}").object["id"] as? Int)
+        #expect(try server.upload(id, Array(try Self.crops(synth, user: 3).prefix(2))).status == 201)
+        let job = try #require(try server.json("POST", "/v1/training").object["job"] as? Int)
+        let record = try Self.finished(server, job: job)
+        #expect(record["state"] as? String == "failed", "\(record)")
+        #expect((record["error"] as? String)?.contains("at least 5 needed") == true, "\(record)")
+        #expect(try server.json("GET", "/v1/model").status == 404)
+    }
 }

@@ -80,6 +80,7 @@ public final class FaceServer: @unchecked Sendable {
         queue = try TrainingQueue(
             store: store, models: configuration.models, job: configuration.fitJob, gate: configuration.gate,
             baseURL: configuration.baseURL)
+        queue.pause = configuration.pause
         let routes = ServerRoutes(
             store: store, queue: queue, repository: repository,
             tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })

@@ -224,7 +224,7 @@ struct ServerRoutes: Sendable {
         ]
         if stored == 0 && duplicates == 0 {
             answer["error"] = .string(
-                "none of the \(rejected) files is a usable image (see files[].reason); nothing was stored")
+                "none of the \(rejected) files could be stored (files[].reason says why); nothing was stored")
             return ServerResponses.json(422, answer)
         }
         return ServerResponses.json(stored > 0 ? 201 : 200, answer)

@@ -36,6 +36,8 @@ public final class TrainingQueue: @unchecked Sendable {
     let job: FitJob
     let gate: PublishGate
     let baseURL: String?
+    /// Called at named points (tests kill the process there).
+    var pause: @Sendable (String) -> Void = { _ in }
 
     private let condition = NSCondition()
     private var jobs: [TrainingJob] = []
@@ -151,6 +153,7 @@ public final class TrainingQueue: @unchecked Sendable {
                 $0.startedAt = Manifest.timestamp(Date())
                 $0.step = "loading data"
             }
+            pause("training-running")
             run(id)
         }
     }
