@@ -14,9 +14,10 @@ struct ServeCommandTests {
         let port: Int
         let token: String?
 
-        init(data: URL, models: URL, token: String? = ServeCommandTests.token, extra: [String] = [],
-            pauseAt: String? = nil) throws
-        {
+        init(
+            data: URL, models: URL, token: String? = ServeCommandTests.token, extra: [String] = [],
+            pauseAt: String? = nil
+        ) throws {
             var arguments = ["serve", "--data", data.path, "--models", models.path, "--listen", "127.0.0.1:0"] + extra
             if let token {
                 let file = models.deletingLastPathComponent().appendingPathComponent("token-\(UUID().uuidString)")
@@ -101,7 +102,8 @@ struct ServeCommandTests {
         let data = root.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         for label in ["1", "2"] {
-            try FileManager.default.copyItem(at: synth.appendingPathComponent(label), to: data.appendingPathComponent(label))
+            try FileManager.default.copyItem(
+                at: synth.appendingPathComponent(label), to: data.appendingPathComponent(label))
         }
         return (synth, data, root.appendingPathComponent("models"))
     }
@@ -221,7 +223,8 @@ struct ServeCommandTests {
         #expect(missing.status == 401 && missing.object["status"] as? String == "error", "\(missing.object)")
         #expect((missing.object["error"] as? String)?.contains("Authorization: Bearer") == true)
         let wrong = try server.curl(
-            "POST", "/v1/users", ["-H", "Authorization: Bearer wrong-token-0123456789", "--data-binary", "{\"name\":\"A\"}"],
+            "POST", "/v1/users",
+            ["-H", "Authorization: Bearer wrong-token-0123456789", "--data-binary", "{\"name\":\"A\"}"],
             authorized: false)
         #expect(wrong.status == 401 && wrong.headers["www-authenticate"] == "Bearer")
         #expect(try server.json("POST", "/v1/training", authorized: false).status == 401)
@@ -423,5 +426,34 @@ struct ServeCommandTests {
         #expect(record["state"] as? String == "failed", "\(record)")
         #expect((record["error"] as? String)?.contains("at least 5 needed") == true, "\(record)")
         #expect(try server.json("GET", "/v1/model").status == 404)
+    }
+
+    @Test func concurrentUploadersLoseNothing() throws {
+        let (synth, data, models) = try Self.folders(users: 8, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        var uploads: [(id: Int, process: Process, output: URL)] = []
+        for user in 3...10 {
+            let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"P\(user)\"}").object["id"] as? Int)
+            let output = data.deletingLastPathComponent().appendingPathComponent("upload-\(id)")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments =
+                ["-sS", "-o", output.path, "-w", "%{http_code}", "-H", "Authorization: Bearer \(Self.token)"]
+                + (try Self.crops(synth, user: user)).flatMap { ["-F", "photos=@\($0.path)"] }
+                + ["http://127.0.0.1:\(server.port)/v1/users/\(id)/photos"]
+            process.standardOutput = FileHandle.nullDevice
+            uploads.append((id, process, output))
+        }
+        for upload in uploads { try upload.process.run() }
+        for upload in uploads {
+            upload.process.waitUntilExit()
+            let answer = (try? JSONSerialization.jsonObject(with: Data(contentsOf: upload.output))) as? [String: Any]
+            #expect(answer?["stored"] as? Int == 6, "\(answer ?? [:])")
+            #expect(Self.storedCrops(data, user: upload.id).count == 6)
+        }
+        let users = try server.json("GET", "/v1/users").object["users"] as? [[String: Any]] ?? []
+        #expect(users.map { $0["crops"] as? Int } == Array(repeating: 6, count: 8))
     }
 }

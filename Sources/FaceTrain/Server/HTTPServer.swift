@@ -188,7 +188,8 @@ public final class HTTPServer: @unchecked Sendable {
         guard let pointer = context.pointee else {
             // First call: the headers are in, the body is not.
             let state = RequestState(method: method, path: url, limits: limits)
-            MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
+            MHD_get_connection_values(
+                connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
             context.pointee = Unmanaged.passRetained(state).toOpaque()
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")

@@ -252,7 +252,8 @@ struct ServerRoutes: Sendable {
         return ServerResponses.json(
             200,
             [
-                "version": .integer(pointer.version), "url": .string(url), "users": ServerResponses.value(pointer.users),
+                "version": .integer(pointer.version), "url": .string(url),
+                "users": ServerResponses.value(pointer.users),
                 "sha256": .string(pointer.sha256), "size": .integer(Int(pointer.size)),
                 "publishedAt": .string(pointer.publishedAt),
             ], headers: [("Cache-Control", "no-cache")])

@@ -75,7 +75,9 @@ public final class UserStore: @unchecked Sendable {
                 try FileSystem.removeTree(url)
                 continue
             }
-            guard let label = ModelRepository.parseVersion(name), FileSystem.kind(at: url) == .directory else { continue }
+            guard let label = ModelRepository.parseVersion(name), FileSystem.kind(at: url) == .directory else {
+                continue
+            }
             var count = 0
             for file in try FileSystem.entries(of: url) {
                 let fileURL = url.appendingPathComponent(file)
@@ -97,7 +99,8 @@ public final class UserStore: @unchecked Sendable {
             }
         }
         users = records
-        let recorded = (try? String(contentsOf: root.appendingPathComponent(Self.nextIdName), encoding: .utf8))
+        let recorded =
+            (try? String(contentsOf: root.appendingPathComponent(Self.nextIdName), encoding: .utf8))
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
         nextId = max(3, recorded, (records.keys.max() ?? 0) + 1, (deletedIds.max() ?? 0) + 1)
         if !deletedIds.isEmpty {
@@ -197,7 +200,8 @@ public final class UserStore: @unchecked Sendable {
             if FileSystem.kind(at: folder) == .directory {
                 try FileSystem.removeTree(trash)
                 guard rename(folder.path, trash.path) == 0 else {
-                    throw BundleError.io(operation: "rename to \(trash.lastPathComponent)", path: folder.path, code: errno)
+                    throw BundleError.io(
+                        operation: "rename to \(trash.lastPathComponent)", path: folder.path, code: errno)
                 }
                 try FileSystem.sync(root)
             }
@@ -269,7 +273,9 @@ public final class UserStore: @unchecked Sendable {
                 if let reason = entry.reason {
                     outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "rejected", reason: reason))
                 } else if let owner = owners[entry.hash], owner != id {
-                    let whom = owner == NegativeClass.notAFace ? "class 1 (not a face)"
+                    let whom =
+                        owner == NegativeClass.notAFace
+                        ? "class 1 (not a face)"
                         : owner == NegativeClass.unknownPerson ? "class 2 (unknown people)" : "user \(owner)"
                     outcomes.append(
                         PhotoOutcome(

@@ -9,7 +9,8 @@ struct Serve: Command {
         [
             .required("data", "dir", "Data folder the server owns (users/<id>/ crops and users.json, as fit reads)."),
             .required("models", "dir", "Models folder: bundles, latest.json and the training queue (.jobs/)."),
-            .option("listen", "host:port", "IPv4 address and port; port 0 picks a free one.", default: "127.0.0.1:8080"),
+            .option(
+                "listen", "host:port", "IPv4 address and port; port 0 picks a free one.", default: "127.0.0.1:8080"),
             .option("token-file", "file", "File holding the bearer token every write route needs."),
             .flag("insecure-http", "Allow a non-loopback --listen over plain HTTP (TLS is not built yet)."),
             .option("base", "builtin|none|dir", "Extractor trainings start from (as fit --base).", default: "builtin"),
@@ -100,8 +101,9 @@ struct Serve: Command {
         installInterruptHandler()
         let server = try FaceServer(configuration: configuration)
         let address = "http://\(configuration.host):\(server.port)"
-        printError("facetrain serve: listening on \(address) (data \(configuration.data.path), models "
-            + "\(configuration.models.path)); Ctrl-C stops")
+        printError(
+            "facetrain serve: listening on \(address) (data \(configuration.data.path), models "
+                + "\(configuration.models.path)); Ctrl-C stops")
         if json { print("{\"event\":\"listening\",\"url\":\"\(address)\",\"port\":\(server.port)}") }
         fflush(nil)
         while !interruptRequested { usleep(100_000) }
