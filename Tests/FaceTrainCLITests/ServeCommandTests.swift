@@ -230,6 +230,12 @@ struct ServeCommandTests {
         #expect(try server.json("POST", "/v1/training", authorized: false).status == 401)
         #expect(try server.json("DELETE", "/v1/users/3", authorized: false).status == 401)
         #expect(try server.json("GET", "/v1/users").status == 200)
+        // Who is registered, and the trainings, are not the app's public model.
+        for path in ["/v1/users", "/v1/users/3", "/v1/training", "/v1/training/1"] {
+            #expect(try server.json("GET", path, authorized: false).status == 401, "\(path)")
+        }
+        #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
+        #expect(try server.json("GET", "/v1/models", authorized: false).status == 200)
         #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("users.json").path))
         // Reads of the model stay open.
         #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)

@@ -20,7 +20,8 @@ enum ServerResponses {
     }
 }
 
-/// The API: matches method and path, checks the token on writes, and answers in JSON. Paths are
+/// The API: matches method and path, checks the token on everything but the published model's
+/// reads and the health check, and answers in JSON. Paths are
 /// matched component by component against fixed words and canonical integers, so no file path is
 /// ever built from what a client sent.
 struct ServerRoutes: Sendable {
@@ -56,7 +57,9 @@ struct ServerRoutes: Sendable {
                 return try only(["GET", "HEAD"], method) { try download(version, path[3], type, request) }
             case ["v1", "users"]:
                 switch method {
-                case "GET": return ServerResponses.json(200, ["users": ServerResponses.value(store.list())])
+                case "GET":
+                    try authorize(request)
+                    return ServerResponses.json(200, ["users": ServerResponses.value(store.list())])
                 case "POST":
                     try authorize(request)
                     let body = try jsonObject(request, allowed: ["name", "position"])
@@ -84,12 +87,15 @@ struct ServerRoutes: Sendable {
                     return ServerResponses.json(
                         202, ["job": .integer(job.job), "record": ServerResponses.value(job)],
                         headers: [("Location", "/v1/training/\(job.job)")])
-                case "GET": return ServerResponses.json(200, ["jobs": ServerResponses.value(queue.all())])
+                case "GET":
+                    try authorize(request)
+                    return ServerResponses.json(200, ["jobs": ServerResponses.value(queue.all())])
                 default: return notAllowed(["GET", "POST"], method)
                 }
             case let path where path.count == 3 && path[0] == "v1" && path[1] == "training":
                 guard let id = ModelRepository.parseVersion(path[2]) else { break }
                 return try only(["GET"], method) {
+                    try authorize(request)
                     guard let job = queue.record(id) else {
                         throw ClientError(404, "there is no training job \(id); POST /v1/training starts one")
                     }
@@ -148,6 +154,7 @@ struct ServerRoutes: Sendable {
     private func user(_ id: Int, _ request: HTTPRequest) throws -> HTTPResponse {
         switch request.method {
         case "GET":
+            try authorize(request)
             guard let user = store.user(id) else { throw UserStore.noSuchUser(id) }
             return ServerResponses.json(200, ["user": ServerResponses.value(user)])
         case "PATCH":
