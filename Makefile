@@ -7,9 +7,10 @@ BIN      := .build/$(CONFIG)/facetrain
 
 # pkg-config name : Debian package that provides it
 PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
-        libturbojpeg:libturbojpeg0-dev libpng:libpng-dev libcrypto:libssl-dev
+        libturbojpeg:libturbojpeg0-dev libpng:libpng-dev libcrypto:libssl-dev \
+        libmicrohttpd:libmicrohttpd-dev
 # command : Debian package (tools the tests call)
-TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils
+TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils curl:curl
 
 SHARED   ?= ../shared
 BASE     := base/celeba-ref-small-32
@@ -21,7 +22,7 @@ BASE_ARGS := --epochs 15 --width 32 --seed 1 --name celeba-ref-small-32 --versio
 # The suites that run a second time with Swift's runtime checks (see `test`).
 CHECKED_TESTS := FaceTrainTests\.(KernelTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
 
-.PHONY: all deps pydeps build release demo test bench bench-enrollment quality base lint format clean
+.PHONY: all deps pydeps build release demo serve test bench bench-enrollment quality base lint format clean
 
 all: build
 
@@ -53,6 +54,11 @@ demo: release
 	.build/release/facetrain fit --data $(DATA) --out $(MODELS) | tee .build/demo-fit.log
 	.build/release/facetrain eval --model "$$(tail -n 1 .build/demo-fit.log)" --report $(MODELS)/demo-report.html
 	.build/release/facetrain verify "$$(tail -n 1 .build/demo-fit.log)"
+
+# The app's API (facetrain serve) on the demo data, at http://127.0.0.1:8080; Ctrl-C stops.
+serve: release
+	@[ -f $(DATA)/users.json ] || .build/release/facetrain synth --out $(DATA) --users 20 --per-user 25 --seed 1
+	.build/release/facetrain serve --data $(DATA) --models $(MODELS)
 
 # Tests run optimised: training and gradient checks are what they exercise.
 # Then the engine's kernel, layer, loss and network tests again with Swift's checks on (-O, not

@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // The builtin base model, compiled in (`make base` retrains it).
         .target(name: "CBaseModel", cSettings: [.unsafeFlags(["-I", builtinBase])]),
@@ -31,7 +32,9 @@ let package = Package(
         // MARK: - Library: images, datasets, network, training, evaluation, bundles, exports
         .target(
             name: "FaceTrain",
-            dependencies: ["CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CBaseModel"],
+            dependencies: [
+                "CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CMicroHTTPD", "CBaseModel",
+            ],
             swiftSettings: checked ? [] : [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
         ),
 

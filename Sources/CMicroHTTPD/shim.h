@@ -1,0 +1,30 @@
+// MHD_start_daemon and MHD_get_daemon_info are variadic, which Swift cannot call: these fix their arguments.
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+
+/// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection.
+static inline struct MHD_Daemon *cmhd_start_daemon(
+    unsigned int flags, const struct sockaddr_in *address, MHD_AccessHandlerCallback handler,
+    MHD_RequestCompletedCallback completed, void *context, unsigned int connectionLimit,
+    unsigned int timeoutSeconds, size_t connectionMemoryLimit) {
+    return MHD_start_daemon(
+        flags, ntohs(address->sin_port), NULL, NULL, handler, context,
+        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)address,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, context,
+        MHD_OPTION_CONNECTION_LIMIT, connectionLimit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, connectionMemoryLimit,
+        MHD_OPTION_END);
+}
+
+/// The port the daemon listens on (the chosen one when started on port 0), or -1.
+static inline int cmhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? (int)info->port : -1;
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+/// What `facetrain serve` was asked to run.
+public struct ServerConfiguration: Sendable {
+    public var data: URL
+    public var models: URL
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The bearer token write routes need; nil leaves them open (allowed on loopback only).
+    public var token: String?
+    /// Listen on a non-loopback address over plain HTTP (there is no TLS yet).
+    public var insecureHTTP = false
+    public var limits = HTTPLimits()
+    public var maximumCropsPerUser = 200
+    /// Trainings: the job every `POST /v1/training` runs (its data and models are the server's).
+    public var fitJob: FitJob
+    public var gate = PublishGate()
+    public var baseURL: String?
+    /// Called with each answered request (method, path, status, milliseconds).
+    public var log: @Sendable (String, String, Int, Double) -> Void = { _, _, _, _ in }
+    /// Tests: called at named points of a write, where they kill the process.
+    public var pause: @Sendable (String) -> Void = { _ in }
+
+    public init(data: URL, models: URL, fitJob: FitJob) {
+        self.data = data
+        self.models = models
+        self.fitJob = fitJob
+    }
+
+    /// A dotted IPv4 address.
+    public static func isIPv4(_ host: String) -> Bool {
+        var address = in_addr()
+        return inet_pton(AF_INET, host, &address) == 1
+    }
+
+    /// 127.0.0.0/8.
+    public static func isLoopback(_ host: String) -> Bool {
+        var address = in_addr()
+        guard inet_pton(AF_INET, host, &address) == 1 else { return false }
+        return UInt32(bigEndian: address.s_addr) >> 24 == 127
+    }
+
+    /// Why this configuration must not start, or nil.
+    public func refusal() -> String? {
+        guard !Self.isLoopback(host) else { return nil }
+        guard token != nil else {
+            return "--listen \(host) is not a loopback address: anyone on the network could change users and "
+                + "trainings; give --token-file"
+        }
+        guard insecureHTTP else {
+            return "--listen \(host) is not a loopback address and TLS is not built yet: tokens and faces would "
+                + "cross the network in clear text; add --insecure-http to accept that (or put a TLS proxy in front "
+                + "and listen on 127.0.0.1)"
+        }
+        return nil
+    }
+}
+
+/// `facetrain serve`: the data folder, the models folder, the training queue and the HTTP
+/// adapter wired together.
+public final class FaceServer: @unchecked Sendable {
+    public let configuration: ServerConfiguration
+    public let store: UserStore
+    public let queue: TrainingQueue
+    private var http: HTTPServer?
+
+    /// The port it listens on.
+    public var port: Int { http?.port ?? 0 }
+
+    /// Opens the folders (finishing whatever a killed server left half done) and starts listening
+    /// and training.
+    public init(configuration: ServerConfiguration) throws {
+        if let refusal = configuration.refusal() { throw ClientError(400, refusal) }
+        self.configuration = configuration
+        store = try UserStore(root: configuration.data)
+        store.maximumCropsPerUser = configuration.maximumCropsPerUser
+        store.pause = configuration.pause
+        let repository = ModelRepository(directory: configuration.models)
+        try repository.prepareForWriting()
+        queue = try TrainingQueue(
+            store: store, models: configuration.models, job: configuration.fitJob, gate: configuration.gate,
+            baseURL: configuration.baseURL)
+        queue.pause = configuration.pause
+        let routes = ServerRoutes(
+            store: store, queue: queue, repository: repository,
+            tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })
+        let log = configuration.log
+        http = try HTTPServer(host: configuration.host, port: configuration.port, limits: configuration.limits) {
+            request in
+            let started = Date()
+            let response = routes.respond(request)
+            log(request.method, request.path, response.status, Date().timeIntervalSince(started) * 1000)
+            return response
+        }
+        queue.start()
+    }
+
+    /// Stops listening; a running training is left to finish or die with the process.
+    public func stop() {
+        http?.stop()
+        http = nil
+        queue.stop()
+    }
+}

@@ -1,0 +1,301 @@
+import CMicroHTTPD
+import Foundation
+
+/// One file of a multipart/form-data body, as libmicrohttpd's post processor delivered it.
+public struct FormFile: Sendable {
+    /// The form field ("photos").
+    public var field: String
+    /// The client's file name; only shown back to the client, never used as a path.
+    public var fileName: String
+    public var data: Data
+}
+
+/// A request whose headers and body libmicrohttpd has parsed.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    /// The path without the query string, as sent (percent escapes left as they are).
+    public var path: String
+    /// Header values by lower-cased name.
+    public var headers: [String: String]
+    /// The body, unless it was multipart/form-data.
+    public var body: Data
+    /// The files of a multipart/form-data body, in order.
+    public var files: [FormFile]
+    /// The non-file fields of a multipart/form-data body.
+    public var fields: [String: String]
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// What a route answers.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: Data
+
+    public init(status: Int, headers: [(String, String)] = [], body: Data = Data()) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Sizes and counts a request may not exceed; each breach is answered with a 4xx before any route runs.
+public struct HTTPLimits: Sendable {
+    /// A body that is not multipart (JSON).
+    public var maximumBodyBytes = 64 << 10
+    /// A whole multipart/form-data request.
+    public var maximumUploadBytes = 64 << 20
+    /// One file of a multipart request.
+    public var maximumFileBytes = 8 << 20
+    /// Files in one multipart request.
+    public var maximumFiles = 50
+    /// Open connections at once (libmicrohttpd refuses more).
+    public var maximumConnections = 64
+    /// Seconds a connection may stay idle before libmicrohttpd closes it.
+    public var timeoutSeconds = 30
+
+    public init() {}
+}
+
+/// Why a server could not start.
+public struct HTTPServerError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// The HTTP adapter: libmicrohttpd parses requests (headers, chunked bodies, multipart forms) on
+/// one thread per connection and hands each complete request to `handler`.
+public final class HTTPServer: @unchecked Sendable {
+    public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+
+    let handler: Handler
+    let limits: HTTPLimits
+    private var daemon: OpaquePointer?
+
+    /// The port it listens on (the one the kernel chose when asked for port 0).
+    public private(set) var port = 0
+
+    /// Starts listening on an IPv4 `host` and `port` (0: any free port).
+    public init(host: String, port: Int, limits: HTTPLimits, handler: @escaping Handler) throws {
+        self.handler = handler
+        self.limits = limits
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port)).bigEndian
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw HTTPServerError(description: "\(host) is not an IPv4 address (IPv6 is not supported yet)")
+        }
+        let flags =
+            MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue
+            | MHD_USE_AUTO.rawValue | MHD_USE_ERROR_LOG.rawValue
+        // Connection memory holds headers and the post processor's buffer, not bodies (we copy those).
+        daemon = cmhd_start_daemon(
+            UInt32(flags), &address, accessHandler, requestCompleted, Unmanaged.passUnretained(self).toOpaque(),
+            UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10)
+        guard let daemon else {
+            throw HTTPServerError(
+                description: "cannot listen on \(host):\(port) (\(String(cString: strerror(errno)))); "
+                    + "is another server using the port?")
+        }
+        self.port = Int(cmhd_bound_port(daemon))
+    }
+
+    /// Stops accepting and closes every connection.
+    public func stop() {
+        if let daemon { MHD_stop_daemon(daemon) }
+        daemon = nil
+    }
+
+    deinit { stop() }
+
+    // MARK: Request assembly
+
+    /// One request on its way in; libmicrohttpd keeps a pointer to it between callbacks.
+    final class RequestState: @unchecked Sendable {
+        let method: String
+        let path: String
+        var headers: [String: String] = [:]
+        var body = Data()
+        var files: [FormFile] = []
+        var fields: [String: String] = [:]
+        var postProcessor: OpaquePointer?
+        var receivedBytes = 0
+        /// A limit this request broke: answered once the body is in (or at once, from Content-Length).
+        var refusal: HTTPResponse?
+        var answered = false
+        let limits: HTTPLimits
+
+        // The multipart part being received.
+        var partField = ""
+        var partFileName: String?
+        var partData = Data()
+        var inPart = false
+
+        init(method: String, path: String, limits: HTTPLimits) {
+            self.method = method
+            self.path = path
+            self.limits = limits
+        }
+
+        func refuse(_ status: Int, _ message: String) {
+            if refusal == nil { refusal = ServerResponses.error(status, message) }
+        }
+
+        /// Files the current part into `files` or `fields`.
+        func finishPart() {
+            guard inPart else { return }
+            inPart = false
+            if let name = partFileName {
+                files.append(FormFile(field: partField, fileName: name, data: partData))
+            } else if partData.count <= limits.maximumBodyBytes {
+                fields[partField] = String(decoding: partData, as: UTF8.self)
+            }
+            partData = Data()
+        }
+
+        /// One chunk of a multipart part; `offset` 0 starts a new part.
+        func receivePart(field: String, fileName: String?, bytes: UnsafeRawBufferPointer, offset: UInt64) {
+            if offset == 0 || !inPart || field != partField {
+                finishPart()
+                inPart = true
+                partField = field
+                partFileName = fileName
+                if fileName != nil && files.count >= limits.maximumFiles {
+                    refuse(413, "more than \(limits.maximumFiles) files in one request; send them in several requests")
+                }
+            }
+            guard refusal == nil else { return }
+            let limit = partFileName != nil ? limits.maximumFileBytes : limits.maximumBodyBytes
+            if partData.count + bytes.count > limit {
+                refuse(
+                    413,
+                    "the file '\(partFileName ?? field)' is larger than \(limit >> 20) MB; face crops are small: "
+                        + "crop or downscale it")
+                return
+            }
+            partData.append(bytes.bindMemory(to: UInt8.self))
+        }
+
+        func request() -> HTTPRequest {
+            HTTPRequest(method: method, path: path, headers: headers, body: body, files: files, fields: fields)
+        }
+    }
+
+    fileprivate func handle(
+        _ connection: OpaquePointer, url: String, method: String, data: UnsafePointer<CChar>?,
+        size: UnsafeMutablePointer<Int>, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let pointer = context.pointee else {
+            // First call: the headers are in, the body is not.
+            let state = RequestState(method: method, path: url, limits: limits)
+            MHD_get_connection_values(
+                connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
+            context.pointee = Unmanaged.passRetained(state).toOpaque()
+            let contentType = state.headers["content-type"]?.lowercased() ?? ""
+            let multipart = contentType.hasPrefix("multipart/form-data")
+            let limit = multipart ? limits.maximumUploadBytes : limits.maximumBodyBytes
+            if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
+                state.refuse(413, "the request body is \(length) bytes; the limit is \(limit) bytes")
+            } else if multipart {
+                state.postProcessor = MHD_create_post_processor(
+                    connection, 64 << 10, receivePost, Unmanaged.passUnretained(state).toOpaque())
+                if state.postProcessor == nil {
+                    state.refuse(400, "the multipart/form-data body has no boundary in its Content-Type")
+                }
+            }
+            // Answering now spares reading a body that will be refused (and curl's 100-continue waits for it).
+            if let refusal = state.refusal { return answer(connection, state, refusal) }
+            return .YES
+        }
+        let state = Unmanaged<RequestState>.fromOpaque(pointer).takeUnretainedValue()
+        if size.pointee > 0 {
+            let count = size.pointee
+            size.pointee = 0
+            if state.answered || state.refusal != nil { return .YES }  // read and dropped
+            state.receivedBytes += count
+            let limit = state.postProcessor != nil ? limits.maximumUploadBytes : limits.maximumBodyBytes
+            if state.receivedBytes > limit {
+                state.refuse(413, "the request body is larger than the limit of \(limit) bytes")
+            } else if let processor = state.postProcessor {
+                if MHD_post_process(processor, data, count) != .YES, state.refusal == nil {
+                    state.refuse(400, "the multipart/form-data body is malformed")
+                }
+            } else if let data {
+                state.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: count)
+            }
+            return .YES
+        }
+        if state.answered { return .YES }
+        if let processor = state.postProcessor {
+            // Destroying the processor delivers the last part; a body cut short fails here.
+            if MHD_destroy_post_processor(processor) != .YES, state.refusal == nil {
+                state.refuse(400, "the multipart/form-data body ends before its closing boundary")
+            }
+            state.postProcessor = nil
+            state.finishPart()
+        }
+        return answer(connection, state, state.refusal ?? handler(state.request()))
+    }
+
+    private func answer(_ connection: OpaquePointer, _ state: RequestState, _ response: HTTPResponse) -> MHD_Result {
+        state.answered = true
+        let reply = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let reply else { return .NO }
+        defer { MHD_destroy_response(reply) }
+        for (name, value) in response.headers { MHD_add_response_header(reply, name, value) }
+        return MHD_queue_response(connection, UInt32(response.status), reply)
+    }
+}
+
+// libmicrohttpd's callbacks: C function pointers, so free functions that find their object through `context`.
+
+private func accessHandler(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?,
+    _ size: UnsafeMutablePointer<Int>?, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let context, let connection, let url, let method, let size, let requestContext else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    return server.handle(
+        connection, url: String(cString: url), method: String(cString: method), data: data, size: size,
+        context: requestContext)
+}
+
+private func requestCompleted(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
+) {
+    guard let requestContext, let pointer = requestContext.pointee else { return }
+    let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(pointer).takeRetainedValue()
+    // A client that hung up mid-upload leaves the processor alive.
+    if let processor = state.postProcessor { MHD_destroy_post_processor(processor) }
+    state.postProcessor = nil
+    requestContext.pointee = nil
+}
+
+private func collectHeader(
+    _ context: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
+    _ value: UnsafePointer<CChar>?
+) -> MHD_Result {
+    guard let context, let key else { return .YES }
+    let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.headers[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+    return .YES
+}
+
+private func receivePost(
+    _ context: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
+    _ fileName: UnsafePointer<CChar>?, _ contentType: UnsafePointer<CChar>?, _ transferEncoding: UnsafePointer<CChar>?,
+    _ data: UnsafePointer<CChar>?, _ offset: UInt64, _ size: Int
+) -> MHD_Result {
+    guard let context else { return .NO }
+    let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(context).takeUnretainedValue()
+    let bytes = UnsafeRawBufferPointer(start: data.map { UnsafeRawPointer($0) }, count: data == nil ? 0 : size)
+    state.receivePart(
+        field: key.map { String(cString: $0) } ?? "", fileName: fileName.map { String(cString: $0) }, bytes: bytes,
+        offset: offset)
+    return .YES
+}

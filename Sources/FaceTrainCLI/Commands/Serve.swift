@@ -1,0 +1,114 @@
+import FaceTrain
+import Foundation
+
+/// `facetrain serve`: the HTTP API the iPhone app talks to (FaceServer does the work).
+struct Serve: Command {
+    static let name = "serve"
+    static let abstract = "Serve the app's API: register people, upload crops, train, download the published model."
+    static var options: [OptionSpec] {
+        [
+            .required("data", "dir", "Data folder the server owns (users/<id>/ crops and users.json, as fit reads)."),
+            .required("models", "dir", "Models folder: bundles, latest.json and the training queue (.jobs/)."),
+            .option(
+                "listen", "host:port", "IPv4 address and port; port 0 picks a free one.", default: "127.0.0.1:8080"),
+            .option("token-file", "file", "File holding the bearer token every write route needs."),
+            .flag("insecure-http", "Allow a non-loopback --listen over plain HTTP (TLS is not built yet)."),
+            .option("base", "builtin|none|dir", "Extractor trainings start from (as fit --base).", default: "builtin"),
+            .option("max-crops", "n", "Crops one user may have.", default: "200"),
+            .option("max-file-mb", "n", "Largest uploaded file, in MB.", default: "8"),
+            .option("min-images", "n", "Fewest crops a user may have for a training to run.", default: "5"),
+            .option(
+                "base-url", "url", "Prefix of the model URL in latest.json (default: served here, /v1/models/...)."),
+            .flag("json", "Log one JSON object per request on stdout."),
+        ]
+    }
+
+    let configuration: ServerConfiguration
+    let json: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        let data = URL(fileURLWithPath: try arguments.required("data"))
+        let models = URL(fileURLWithPath: try arguments.required("models"))
+        let dataPath = realPath(data)
+        let modelsPath = realPath(models)
+        guard modelsPath != dataPath, !modelsPath.hasPrefix(dataPath.hasSuffix("/") ? dataPath : dataPath + "/") else {
+            throw UsageError(message: "--models \(models.path) is inside --data \(data.path); put it elsewhere")
+        }
+        let listen: String = try arguments.required("listen")
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+            (0...65535).contains(port), ServerConfiguration.isIPv4(String(listen[..<colon]))
+        else {
+            throw UsageError(message: "--listen must be an IPv4 address and a port, e.g. 127.0.0.1:8080 (port 0: any)")
+        }
+        var token: String?
+        if let file = arguments.string("token-file") {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw UsageError(message: "cannot read --token-file \(file)")
+            }
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard trimmed.count >= 16, !trimmed.unicodeScalars.contains(where: { $0.properties.isWhitespace }) else {
+                throw UsageError(
+                    message: "the token in \(file) must be at least 16 characters without spaces, e.g. "
+                        + "`openssl rand -hex 32 > \(file)`")
+            }
+            token = trimmed
+        }
+        let base = try BaseModel.resolve(try arguments.required("base"))
+        var loadOptions = DataLoadOptions()
+        loadOptions.minimumImages = try arguments.required("min-images")
+        guard loadOptions.minimumImages >= 1 else { throw UsageError(message: "--min-images must be at least 1") }
+        let fitConfiguration =
+            base.map {
+                FitJob.configuration(
+                    FitConfiguration(), base: $0, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+            } ?? FitConfiguration()
+        let fitJob = FitJob(
+            data: data, models: models, configuration: fitConfiguration, loadOptions: loadOptions, base: base)
+        var configuration = ServerConfiguration(data: data, models: models, fitJob: fitJob)
+        configuration.host = String(listen[..<colon])
+        configuration.port = port
+        configuration.token = token
+        configuration.insecureHTTP = arguments.flag("insecure-http")
+        configuration.maximumCropsPerUser = try arguments.required("max-crops")
+        let megabytes: Int = try arguments.required("max-file-mb")
+        guard (1...256).contains(megabytes), configuration.maximumCropsPerUser >= 1 else {
+            throw UsageError(message: "--max-file-mb must be in 1...256 and --max-crops at least 1")
+        }
+        configuration.limits.maximumFileBytes = megabytes << 20
+        configuration.limits.maximumUploadBytes = max(configuration.limits.maximumUploadBytes, 4 * (megabytes << 20))
+        configuration.baseURL = arguments.string("base-url")
+        try validateBaseURL(configuration.baseURL)
+        if let refusal = configuration.refusal() { throw UsageError(message: refusal) }
+        json = arguments.flag("json")
+        let json = self.json
+        configuration.log = { method, path, status, milliseconds in
+            if json {
+                let line = String(
+                    format: "{\"event\":\"request\",\"method\":\"%@\",\"path\":%@,\"status\":%d,\"ms\":%.2f}",
+                    method, (try? JSONText.encode(path, pretty: false)) ?? "\"\"", status, milliseconds)
+                print(line)
+                fflush(nil)
+            } else {
+                printError(String(format: "%@ %@ %d %.1f ms", method, path, status, milliseconds))
+            }
+        }
+        configuration.pause = { TestHooks.pause(at: $0) }
+        self.configuration = configuration
+    }
+
+    func run() throws -> ExitCode {
+        installInterruptHandler()
+        let server = try FaceServer(configuration: configuration)
+        let address = "http://\(configuration.host):\(server.port)"
+        printError(
+            "facetrain serve: listening on \(address) (data \(configuration.data.path), models "
+                + "\(configuration.models.path)); Ctrl-C stops")
+        if json { print("{\"event\":\"listening\",\"url\":\"\(address)\",\"port\":\(server.port)}") }
+        fflush(nil)
+        while !interruptRequested { usleep(100_000) }
+        server.stop()
+        printError("facetrain serve: stopped")
+        return .success
+    }
+}

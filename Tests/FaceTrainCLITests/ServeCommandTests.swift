@@ -1,0 +1,465 @@
+import FaceTrain
+import FaceTrainTestSupport
+import Foundation
+import Testing
+
+/// `facetrain serve` as a real process on an ephemeral loopback port, driven with curl.
+@Suite("serve", .serialized)
+struct ServeCommandTests {
+    static let token = "test-token-0123456789abcdef"
+
+    /// A running server and what it needs to be talked to.
+    final class Server {
+        let process: CLIRunner.Background
+        let port: Int
+        let token: String?
+
+        init(
+            data: URL, models: URL, token: String? = ServeCommandTests.token, extra: [String] = [],
+            pauseAt: String? = nil
+        ) throws {
+            var arguments = ["serve", "--data", data.path, "--models", models.path, "--listen", "127.0.0.1:0"] + extra
+            if let token {
+                let file = models.deletingLastPathComponent().appendingPathComponent("token-\(UUID().uuidString)")
+                try Data((token + "\n").utf8).write(to: file)
+                arguments += ["--token-file", file.path]
+            }
+            var environment = ["FACETRAIN_TEST_COMMANDS": "1"]
+            if let pauseAt { environment["FACETRAIN_TEST_PAUSE_AT"] = pauseAt }
+            process = try CLIRunner.Background(arguments, environment: environment)
+            self.token = token
+            guard process.waitFor("listening on http://127.0.0.1:", timeout: 60),
+                let match = process.standardError.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)/),
+                let port = Int(match.1)
+            else {
+                process.kill()
+                throw TestFailure("the server did not start: \(process.standardError)")
+            }
+            self.port = port
+        }
+
+        /// curl against the server: status, body, response headers (lower-cased names).
+        func curl(_ method: String, _ path: String, _ arguments: [String] = [], authorized: Bool = true) throws
+            -> (status: Int, body: Data, headers: [String: String])
+        {
+            let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("curl-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let bodyURL = scratch.appendingPathComponent("body")
+            let headersURL = scratch.appendingPathComponent("headers")
+            var all = ["-sS", "-X", method, "-o", bodyURL.path, "-D", headersURL.path, "-w", "%{http_code}"]
+            if authorized, let token { all += ["-H", "Authorization: Bearer \(token)"] }
+            all += arguments + ["http://127.0.0.1:\(port)\(path)"]
+            let result = try ProcessRunner.run("/usr/bin/curl", all)
+            guard let status = Int(result.standardOutput) else {
+                throw TestFailure("curl \(method) \(path) failed: \(result.standardError)")
+            }
+            var headers: [String: String] = [:]
+            let text = (try? String(contentsOf: headersURL, encoding: .utf8)) ?? ""
+            for line in text.split(separator: "\r\n") {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                    in: .whitespaces)
+            }
+            return (status, (try? Data(contentsOf: bodyURL)) ?? Data(), headers)
+        }
+
+        /// A JSON request; the answer's object.
+        func json(_ method: String, _ path: String, _ body: String? = nil, authorized: Bool = true) throws
+            -> (status: Int, object: [String: Any])
+        {
+            let arguments = body.map { ["-H", "Content-Type: application/json", "--data-binary", $0] } ?? []
+            let answer = try curl(method, path, arguments, authorized: authorized)
+            let object = (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:]
+            return (answer.status, object)
+        }
+
+        /// Uploads files as multipart `field`s.
+        func upload(_ id: Int, _ files: [URL], field: String = "photos") throws -> (status: Int, object: [String: Any])
+        {
+            let answer = try curl("POST", "/v1/users/\(id)/photos", files.flatMap { ["-F", "\(field)=@\($0.path)"] })
+            let object = (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:]
+            return (answer.status, object)
+        }
+
+        func kill() { process.kill() }
+    }
+
+    struct TestFailure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Synthetic crops (`synth`), a server data folder holding only its classes 1 and 2, and a models folder.
+    static func folders(users: Int = 5, perUser: Int = 10) throws -> (synth: URL, data: URL, models: URL) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("facetrain-serve-\(UUID().uuidString)")
+        let synth = root.appendingPathComponent("synth")
+        let output = try CLIRunner.run([
+            "synth", "--out", synth.path, "--users", String(users), "--per-user", String(perUser), "--seed", "3",
+            "--negatives", "30", "--unknown-identities", "8", "--per-unknown", "3",
+        ])
+        #expect(output.status == 0, "\(output.standardError)")
+        let data = root.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        for label in ["1", "2"] {
+            try FileManager.default.copyItem(
+                at: synth.appendingPathComponent(label), to: data.appendingPathComponent(label))
+        }
+        return (synth, data, root.appendingPathComponent("models"))
+    }
+
+    static func crops(_ synth: URL, user: Int) throws -> [URL] {
+        let folder = synth.appendingPathComponent(String(user))
+        return try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".jpg") }.sorted()
+            .map { folder.appendingPathComponent($0) }
+    }
+
+    static func storedCrops(_ data: URL, user: Int) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent(String(user)).path)) ?? [])
+            .sorted()
+    }
+
+    // MARK: The app's flow
+
+    @Test func registerUploadTrainDownload() throws {
+        let (synth, data, models) = try Self.folders()
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        var server = try Server(data: data, models: models)
+        defer { server.kill() }
+
+        #expect(try server.json("GET", "/healthz").status == 200)
+        #expect(try server.json("GET", "/v1/model").status == 404)
+        var ids: [Int] = []
+        for index in 0..<5 {
+            let created = try server.json("POST", "/v1/users", "{\"name\": \"Person \(index)\", \"position\": \"QA\"}")
+            #expect(created.status == 201, "\(created.object)")
+            #expect(created.object["status"] as? String == "success")
+            let id = try #require(created.object["id"] as? Int)
+            ids.append(id)
+            let uploaded = try server.upload(id, try Self.crops(synth, user: 3 + index))
+            #expect(uploaded.status == 201, "\(uploaded.object)")
+            #expect(uploaded.object["stored"] as? Int == 10)
+            // Stored under their content hash, readable as the same bytes.
+            let names = Self.storedCrops(data, user: id)
+            #expect(names.count == 10 && names.allSatisfy { $0.count == 64 + 4 && $0.hasSuffix(".jpg") }, "\(names)")
+        }
+        #expect(ids == [3, 4, 5, 6, 7])
+        let again = try server.upload(ids[0], Array(try Self.crops(synth, user: 3).prefix(2)))
+        #expect(again.status == 200 && again.object["duplicates"] as? Int == 2, "\(again.object)")
+        // The server's folder is one `data check` accepts.
+        let check = try CLIRunner.run(["data", "check", "--data", data.path])
+        #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
+
+        let queued = try server.json("POST", "/v1/training")
+        #expect(queued.status == 202, "\(queued.object)")
+        let job = try #require(queued.object["job"] as? Int)
+        var record: [String: Any] = [:]
+        let deadline = Date().addingTimeInterval(600)
+        while Date() < deadline {
+            record = try server.json("GET", "/v1/training/\(job)").object["record"] as? [String: Any] ?? [:]
+            if let state = record["state"] as? String, !["queued", "running"].contains(state) { break }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(record["state"] as? String == "succeeded", "\(record)")
+        #expect(record["version"] as? Int == 1 && record["published"] as? Bool == true, "\(record)")
+        #expect(record["progress"] as? Double == 1, "\(record)")
+
+        let model = try server.json("GET", "/v1/model").object
+        #expect(model["version"] as? Int == 1)
+        #expect(model["url"] as? String == "/v1/models/1/FaceClassifier.mlmodel")
+        let users = try #require(model["users"] as? [[String: Any]])
+        #expect(users.compactMap { $0["id"] as? Int } == ids)
+        #expect(users.first?["name"] as? String == "Person 0" && users.first?["position"] as? String == "QA")
+        let sha256 = try #require(model["sha256"] as? String)
+
+        let download = try server.curl("GET", "/v1/models/1/FaceClassifier.mlmodel", authorized: false)
+        #expect(download.status == 200)
+        #expect(SHA256.hash(download.body) == sha256)
+        #expect(download.headers["etag"] == "\"\(sha256)\"")
+        let cached = try server.curl(
+            "GET", "/v1/models/1/FaceClassifier.mlmodel", ["-H", "If-None-Match: \"\(sha256)\""], authorized: false)
+        #expect(cached.status == 304 && cached.body.isEmpty)
+        #expect(try server.curl("GET", "/v1/models/1/model.onnx", authorized: false).status == 200)
+        #expect(try server.curl("GET", "/v1/models/1/manifest.json", authorized: false).status == 200)
+        for path in [
+            "/v1/models/1/weights.h5", "/v1/models/01/FaceClassifier.mlmodel", "/v1/models/2/FaceClassifier.mlmodel",
+            "/v1/models/1/..%2Fmanifest.json", "/v1/models/1/../1/manifest.json", "/v1/users/0", "/v1/users/abc",
+        ] {
+            #expect(try server.curl("GET", path, ["--path-as-is"]).status == 404, "\(path)")
+        }
+        let listing = try server.json("GET", "/v1/models").object["models"] as? [[String: Any]]
+        #expect(listing?.compactMap { $0["version"] as? Int } == [1])
+
+        // Changes: a new name, a deletion that takes the crops with it, ids never reused.
+        let renamed = try server.json("PATCH", "/v1/users/\(ids[1])", "{\"name\": \"Renamed\"}")
+        #expect(renamed.status == 200 && (renamed.object["user"] as? [String: Any])?["name"] as? String == "Renamed")
+        #expect((renamed.object["user"] as? [String: Any])?["position"] as? String == "QA")
+        #expect(try server.json("DELETE", "/v1/users/\(ids[4])").status == 200)
+        #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent(String(ids[4])).path))
+        #expect(try server.json("GET", "/v1/users/\(ids[4])").status == 404)
+        let usersJSON = try String(contentsOf: data.appendingPathComponent("users.json"), encoding: .utf8)
+        #expect(!usersJSON.contains("Person 4") && usersJSON.contains("Renamed"))
+
+        // A restart sees the same users, the job and the published model.
+        server.kill()
+        server = try Server(data: data, models: models)
+        let listed = try server.json("GET", "/v1/users").object["users"] as? [[String: Any]] ?? []
+        #expect(listed.compactMap { $0["id"] as? Int } == Array(ids.prefix(4)))
+        #expect(listed.first?["crops"] as? Int == 10)
+        let after = try server.json("GET", "/v1/training/\(job)").object["record"] as? [String: Any]
+        #expect(after?["state"] as? String == "succeeded")
+        let next = try server.json("POST", "/v1/users", "{\"name\": \"Late\"}")
+        #expect(next.object["id"] as? Int == 8, "\(next.object)")
+    }
+
+    // MARK: Authentication and refusals
+
+    @Test func writesNeedTheToken() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let missing = try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}", authorized: false)
+        #expect(missing.status == 401 && missing.object["status"] as? String == "error", "\(missing.object)")
+        #expect((missing.object["error"] as? String)?.contains("Authorization: Bearer") == true)
+        let wrong = try server.curl(
+            "POST", "/v1/users",
+            ["-H", "Authorization: Bearer wrong-token-0123456789", "--data-binary", "{\"name\":\"A\"}"],
+            authorized: false)
+        #expect(wrong.status == 401 && wrong.headers["www-authenticate"] == "Bearer")
+        #expect(try server.json("POST", "/v1/training", authorized: false).status == 401)
+        #expect(try server.json("DELETE", "/v1/users/3", authorized: false).status == 401)
+        #expect(try server.json("GET", "/v1/users").status == 200)
+        // Who is registered, and the trainings, are not the app's public model.
+        for path in ["/v1/users", "/v1/users/3", "/v1/training", "/v1/training/1"] {
+            #expect(try server.json("GET", path, authorized: false).status == 401, "\(path)")
+        }
+        #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
+        #expect(try server.json("GET", "/v1/models", authorized: false).status == 200)
+        #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("users.json").path))
+        // Reads of the model stay open.
+        #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)
+        #expect(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").status == 201)
+    }
+
+    @Test func nonLoopbackNeedsATokenAndInsecureHTTP() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let open = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--listen", "0.0.0.0:0"])
+        #expect(open.status == 64 && open.standardError.contains("--token-file"), "\(open.standardError)")
+        let tokenFile = data.deletingLastPathComponent().appendingPathComponent("token")
+        try Data(Self.token.utf8).write(to: tokenFile)
+        let plain = try CLIRunner.run([
+            "serve", "--data", data.path, "--models", models.path, "--listen", "0.0.0.0:0", "--token-file",
+            tokenFile.path,
+        ])
+        #expect(plain.status == 64 && plain.standardError.contains("--insecure-http"), "\(plain.standardError)")
+        try Data("short".utf8).write(to: tokenFile)
+        let short = try CLIRunner.run([
+            "serve", "--data", data.path, "--models", models.path, "--token-file", tokenFile.path,
+        ])
+        #expect(short.status == 64 && short.standardError.contains("at least 16"), "\(short.standardError)")
+    }
+
+    @Test func badUploadsAreRefusedAndLoseNothing() throws {
+        let (synth, data, models) = try Self.folders(users: 2, perUser: 6)
+        let scratch = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let server = try Server(data: data, models: models, extra: ["--max-file-mb", "1", "--max-crops", "8"])
+        defer { server.kill() }
+        let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
+        let good = try Self.crops(synth, user: 3)
+
+        let text = scratch.appendingPathComponent("notes.jpg")
+        try Data("these are not pixels\n".utf8).write(to: text)
+        let notImage = try server.upload(id, [text])
+        #expect(notImage.status == 422 && notImage.object["status"] as? String == "error", "\(notImage.object)")
+        let files = notImage.object["files"] as? [[String: Any]]
+        #expect(files?.first?["result"] as? String == "rejected")
+        #expect((files?.first?["reason"] as? String)?.contains("not an image") == true, "\(files ?? [])")
+
+        let truncated = scratch.appendingPathComponent("cut.jpg")
+        let bytes = try Data(contentsOf: good[0])
+        try bytes.prefix(bytes.count / 2).write(to: truncated)
+        let mixed = try server.upload(id, [truncated, good[0]])
+        #expect(mixed.status == 201 && mixed.object["stored"] as? Int == 1 && mixed.object["rejected"] as? Int == 1)
+        let reason = ((mixed.object["files"] as? [[String: Any]])?.first?["reason"] as? String) ?? ""
+        #expect(reason.contains("truncated") || reason.contains("corrupt"), "\(reason)")
+
+        let huge = scratch.appendingPathComponent("huge.jpg")
+        try (bytes + Data(count: 2 << 20)).write(to: huge)
+        let tooLarge = try server.upload(id, [good[1], huge])
+        #expect(tooLarge.status == 413 && (tooLarge.object["error"] as? String)?.contains("huge.jpg") == true)
+
+        let wrongField = try server.upload(id, [good[1]], field: "photo")
+        #expect(wrongField.status == 400 && (wrongField.object["error"] as? String)?.contains("'photo'") == true)
+
+        // The same crop cannot be two people's.
+        let other = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Bo\"}").object["id"] as? Int)
+        let stolen = try server.upload(other, [good[0]])
+        #expect(stolen.status == 422, "\(stolen.object)")
+
+        let overLimit = try server.upload(id, Array(good.dropFirst()) + Array(try Self.crops(synth, user: 4).prefix(3)))
+        #expect(overLimit.status == 409, "\(overLimit.object)")
+        #expect(try server.upload(424242, [good[1]]).status == 404)
+        #expect(try server.json("POST", "/v1/users", "{\"nmae\": \"typo\"}").status == 400)
+        #expect(try server.json("POST", "/v1/users", "{\"name\": \"a\\u001b[2Jb\"}").status == 400)
+        #expect(try server.json("POST", "/v1/users", "[1, 2]").status == 400)
+
+        // Only the one good crop of all this is on disk, and nothing temporary.
+        #expect(Self.storedCrops(data, user: id) == ["\(SHA256.hash(bytes)).jpg"])
+        #expect(Self.storedCrops(data, user: other).isEmpty)
+        let user = try server.json("GET", "/v1/users/\(id)").object["user"] as? [String: Any]
+        #expect(user?["crops"] as? Int == 1)
+    }
+
+    // MARK: Killed mid-write
+
+    @Test(arguments: ["photo-stored", "user-id-reserved", "user-folder-moved"])
+    func killedServerRestartsConsistent(point: String) throws {
+        let (synth, data, models) = try Self.folders(users: 2, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        var server = try Server(data: data, models: models)
+        let first = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
+        let acknowledged = try Self.crops(synth, user: 3)
+        #expect(try server.upload(first, Array(acknowledged.prefix(5))).status == 201)
+        server.kill()
+
+        // The same folders, now with a server that stops dead at `point`.
+        server = try Server(data: data, models: models, pauseAt: point)
+        let request = Process()
+        request.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        let target = "http://127.0.0.1:\(server.port)"
+        let auth = ["-H", "Authorization: Bearer \(Self.token)"]
+        switch point {
+        case "photo-stored":
+            let second = try Self.crops(synth, user: 4)[0]
+            request.arguments =
+                ["-sS"] + auth + ["-F", "photos=@\(acknowledged[5].path)", "-F", "photos=@\(second.path)"]
+                + ["\(target)/v1/users/\(first)/photos"]
+        case "user-id-reserved":
+            request.arguments = ["-sS"] + auth + ["--data-binary", "{\"name\": \"Half\"}", "\(target)/v1/users"]
+        default:
+            request.arguments = ["-sS", "-X", "DELETE"] + auth + ["\(target)/v1/users/\(first)"]
+        }
+        request.standardOutput = FileHandle.nullDevice
+        request.standardError = FileHandle.nullDevice
+        try request.run()
+        #expect(server.process.waitFor("paused at \(point)", timeout: 60), "\(server.process.standardError)")
+        server.kill()
+        request.waitUntilExit()
+
+        server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let users = try server.json("GET", "/v1/users").object["users"] as? [[String: Any]] ?? []
+        let leftovers = try FileManager.default.subpathsOfDirectory(atPath: data.path).filter {
+            $0.contains(".tmp-") || $0.contains(".deleted-")
+        }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        switch point {
+        case "photo-stored":
+            // The acknowledged five are there, and the one stored before the kill is whole.
+            let names = Self.storedCrops(data, user: first)
+            for file in acknowledged.prefix(6) {
+                #expect(names.contains("\(SHA256.hash(try Data(contentsOf: file))).jpg"))
+            }
+            #expect(names.count == 6)
+            #expect(users.first?["crops"] as? Int == 6)
+        case "user-id-reserved":
+            #expect(users.compactMap { $0["id"] as? Int } == [first])
+            // The id the killed request took is never given out again.
+            let next = try server.json("POST", "/v1/users", "{\"name\": \"Next\"}").object["id"] as? Int
+            #expect(next == first + 2)
+        default:
+            #expect(users.isEmpty, "\(users)")
+            #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent(String(first)).path))
+        }
+        // Whatever was cut short, the folder is one fit can read (with no user left, there is nothing to check).
+        if point != "user-folder-moved" {
+            let check = try CLIRunner.run(["data", "check", "--data", data.path])
+            #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
+        }
+    }
+
+    /// Polls a job until it is neither queued nor running.
+    static func finished(_ server: Server, job: Int) throws -> [String: Any] {
+        var record: [String: Any] = [:]
+        let deadline = Date().addingTimeInterval(600)
+        while Date() < deadline {
+            record = try server.json("GET", "/v1/training/\(job)").object["record"] as? [String: Any] ?? [:]
+            if let state = record["state"] as? String, !["queued", "running"].contains(state) { break }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        return record
+    }
+
+    @Test func killedDuringTrainingMarksTheJobFailedAndKeepsTheQueue() throws {
+        let (synth, data, models) = try Self.folders(users: 5, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        var server = try Server(data: data, models: models, pauseAt: "training-running")
+        for user in 3...7 {
+            let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"P\(user)\"}").object["id"] as? Int)
+            #expect(try server.upload(id, try Self.crops(synth, user: user)).status == 201)
+        }
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 1)
+        #expect(server.process.waitFor("paused at training-running", timeout: 60), "\(server.process.standardError)")
+        let running = try server.json("GET", "/v1/training/1").object["record"] as? [String: Any]
+        #expect(running?["state"] as? String == "running")
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 2)
+        // A second request while job 2 waits is the same job: it will read every change anyway.
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 2)
+        server.kill()
+
+        server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let interrupted = try server.json("GET", "/v1/training/1").object["record"] as? [String: Any]
+        #expect(interrupted?["state"] as? String == "failed")
+        #expect((interrupted?["error"] as? String)?.contains("interrupted") == true, "\(interrupted ?? [:])")
+        let resumed = try Self.finished(server, job: 2)
+        #expect(resumed["state"] as? String == "succeeded" && resumed["version"] as? Int == 1, "\(resumed)")
+        #expect(try server.json("GET", "/v1/model").object["version"] as? Int == 1)
+    }
+
+    @Test func aTrainingThatCannotRunSaysWhy() throws {
+        let (synth, data, models) = try Self.folders(users: 1, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Few\"}").object["id"] as? Int)
+        #expect(try server.upload(id, Array(try Self.crops(synth, user: 3).prefix(2))).status == 201)
+        let job = try #require(try server.json("POST", "/v1/training").object["job"] as? Int)
+        let record = try Self.finished(server, job: job)
+        #expect(record["state"] as? String == "failed", "\(record)")
+        #expect((record["error"] as? String)?.contains("at least 5 needed") == true, "\(record)")
+        #expect(try server.json("GET", "/v1/model").status == 404)
+    }
+
+    @Test func concurrentUploadersLoseNothing() throws {
+        let (synth, data, models) = try Self.folders(users: 8, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        var uploads: [(id: Int, process: Process, output: URL)] = []
+        for user in 3...10 {
+            let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"P\(user)\"}").object["id"] as? Int)
+            let output = data.deletingLastPathComponent().appendingPathComponent("upload-\(id)")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments =
+                ["-sS", "-o", output.path, "-w", "%{http_code}", "-H", "Authorization: Bearer \(Self.token)"]
+                + (try Self.crops(synth, user: user)).flatMap { ["-F", "photos=@\($0.path)"] }
+                + ["http://127.0.0.1:\(server.port)/v1/users/\(id)/photos"]
+            process.standardOutput = FileHandle.nullDevice
+            uploads.append((id, process, output))
+        }
+        for upload in uploads { try upload.process.run() }
+        for upload in uploads {
+            upload.process.waitUntilExit()
+            let answer = (try? JSONSerialization.jsonObject(with: Data(contentsOf: upload.output))) as? [String: Any]
+            #expect(answer?["stored"] as? Int == 6, "\(answer ?? [:])")
+            #expect(Self.storedCrops(data, user: upload.id).count == 6)
+        }
+        let users = try server.json("GET", "/v1/users").object["users"] as? [[String: Any]] ?? []
+        #expect(users.map { $0["crops"] as? Int } == Array(repeating: 6, count: 8))
+    }
+}
