@@ -188,7 +188,8 @@ public enum TrainingBenchmark {
     }
 }
 
-/// Multiply-add work of a definition, 2 flops per multiply-add, counting conv and linear layers.
+/// Multiply-add work of a definition, 2 flops per multiply-add, counting conv (a grouped one does
+/// 1/groups of the work of an ungrouped one) and linear layers; adds, norms and pools are left out.
 ///
 /// Backward is dWeight for every layer plus dInput for every layer but a leading conv (nobody needs
 /// the gradient of the images): 2 × forward - first conv. ref-small at 64×64 with 42 classes gives
@@ -203,10 +204,11 @@ public struct FLOPCount: Sendable, Equatable {
         var first = 0.0
         for (index, specification) in definition.layers.enumerated() {
             switch specification {
-            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
                 let oh = (shape[2] + 2 * padding - kernelSize) / stride + 1
                 let ow = (shape[3] + 2 * padding - kernelSize) / stride + 1
-                let flops = 2.0 * Double(outputChannels * inputChannels * kernelSize * kernelSize * oh * ow)
+                let flops =
+                    2.0 * Double(outputChannels * (inputChannels / max(groups, 1)) * kernelSize * kernelSize * oh * ow)
                 forward += flops
                 if index == 0 { first = flops }
                 shape = [1, outputChannels, oh, ow]
@@ -217,7 +219,7 @@ public struct FLOPCount: Sendable, Equatable {
                 shape = [1, shape[1], (shape[2] - size) / stride + 1, (shape[3] - size) / stride + 1]
             case .globalAveragePool:
                 shape = [1, shape[1]]
-            case .batchNorm2D, .relu, .dropout, .l2Normalize:
+            case .batchNorm2D, .relu, .dropout, .l2Normalize, .add:
                 break
             }
         }

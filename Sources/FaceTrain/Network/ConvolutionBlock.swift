@@ -152,7 +152,7 @@ struct ConvolutionBlock: Sendable {
         }
     }
 
-    /// Sets the conv and batch-norm gradients and, when `inputGradient` is given, writes dInput.
+    /// Adds to the conv and batch-norm gradients and, when `inputGradient` is given, writes dInput.
     ///
     /// `output` is what `forward` wrote (the ReLU mask comes from it); `outputGradient` has its shape.
     mutating func backward(
@@ -209,8 +209,10 @@ struct ConvolutionBlock: Sendable {
             }
         }
         let invstd = inverseStandardDeviation
-        norm.weight.gradient = Tensor(shape: [f], scalars: (0..<f).map { Float(sumCentered[$0]) * invstd[$0] })
-        norm.bias.gradient = Tensor(shape: [f], scalars: sumGradient.map { Float($0) })
+        for channel in 0..<f {
+            norm.weight.gradient.scalars[channel] += Float(sumCentered[channel]) * invstd[channel]
+            norm.bias.gradient.scalars[channel] += Float(sumGradient[channel])
+        }
         let coefficients = norm.weight.value.scalars.withUnsafeBufferPointer { gamma in
             BatchNormGradientCoefficients(
                 gamma: gamma.baseAddress!, mean: mean, inverseStandardDeviation: invstd, sumGradient: sumGradient,
@@ -259,11 +261,14 @@ struct ConvolutionBlock: Sendable {
             }
         }
         let dWeightOffset = 2 * columnSize + outputSize
-        conv.weight.gradient = Tensor(shape: conv.weight.value.shape) { dw in
-            sumChunks(base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw)
+        conv.weight.gradient.scalars.withUnsafeMutableBufferPointer { dw in
+            addChunks(
+                base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw.baseAddress!)
         }
-        conv.bias.gradient = Tensor(shape: [f]) { db in
-            sumChunks(base + dWeightOffset + weightSize, count: f, chunks: chunks.count, stride: perChunk, into: db)
+        conv.bias.gradient.scalars.withUnsafeMutableBufferPointer { db in
+            addChunks(
+                base + dWeightOffset + weightSize, count: f, chunks: chunks.count, stride: perChunk,
+                into: db.baseAddress!)
         }
     }
 }
