@@ -1,4 +1,5 @@
-/// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage.
+/// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage;
+/// the convolution is ungrouped (im2col + GEMM) or depthwise (the direct kernel).
 ///
 /// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
 /// im2col + GEMM and the per-channel moments while the output is in cache; then one pass that
@@ -49,7 +50,11 @@ struct ConvolutionBlock: Sendable {
         mode: Mode, output: UnsafeMutablePointer<Float>
     ) {
         let g = conv.geometry(for: inputShape)
-        let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
+        let depthwise = conv.isDepthwise
+        // The depthwise kernel reads the image directly: no column matrix.
+        let (batch, f, pixels, patch) = (
+            inputShape[0], conv.outputChannels, g.outputPixels, depthwise ? 0 : g.patchSize
+        )
         let (h, w) = (g.outputHeight, g.outputWidth)
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let training = mode == .training
@@ -78,10 +83,16 @@ struct ConvolutionBlock: Sendable {
                 Parallel.forEach(chunks.count) { chunk in
                     for image in chunks[chunk] {
                         let y = x + image * outputSize
-                        convolutionForward(
-                            image: input + image * inputSize, geometry: g, outputChannels: f,
-                            weight: weight.baseAddress!, bias: bias.baseAddress!,
-                            columns: columns + chunk * patch * pixels, output: y)
+                        if depthwise {
+                            depthwiseConvolutionForward(
+                                image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
+                        } else {
+                            convolutionForward(
+                                image: input + image * inputSize, geometry: g, outputChannels: f,
+                                weight: weight.baseAddress!, bias: bias.baseAddress!,
+                                columns: columns + chunk * patch * pixels, output: y)
+                        }
                         if training {
                             channelMoments(
                                 y, channels: f, pixels: pixels, means: moments + image * 2 * f,
@@ -161,7 +172,10 @@ struct ConvolutionBlock: Sendable {
         inputGradient: UnsafeMutablePointer<Float>?
     ) {
         let g = conv.geometry(for: inputShape)
-        let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
+        let depthwise = conv.isDepthwise
+        let (batch, f, pixels, patch) = (
+            inputShape[0], conv.outputChannels, g.outputPixels, depthwise ? 0 : g.patchSize
+        )
         let (h, w) = (g.outputHeight, g.outputWidth)
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let pooledSize = Self.outputShape(convolutionOutput: [1, f, h, w], pooling: pooling).reduce(1, *)
@@ -221,7 +235,7 @@ struct ConvolutionBlock: Sendable {
 
         // Phase B: per image, dY of the conv, then its GEMMs; partial dW, dBias per chunk.
         let columnSize = patch * pixels
-        let weightSize = f * patch
+        let weightSize = conv.weight.value.count
         let perChunk = 2 * columnSize + outputSize + weightSize + f
         scratch.resize(chunks.count * perChunk)
         let base = scratch.mutablePointer()
@@ -250,6 +264,13 @@ struct ConvolutionBlock: Sendable {
                             reluAverageNormalizeBackward(
                                 xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi,
                                 coefficients: coefficients, inputGradient: dy)
+                        }
+                        if depthwise {
+                            depthwiseConvolutionBackward(
+                                image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                weight: weight, outputGradient: dy, weightGradient: weightGradient,
+                                biasGradient: biasGradient, inputGradient: inputGradient.map { $0 + image * inputSize })
+                            continue
                         }
                         convolutionBackward(
                             image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,

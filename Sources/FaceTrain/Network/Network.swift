@@ -3,8 +3,8 @@ import Foundation
 /// A network built from a `ModelDefinition`: its layers in order, run forward and backward.
 ///
 /// `layers` is exactly the definition's layer list. Internally, each Conv2D → BatchNorm2D → ReLU
-/// (→ MaxPool 2×2 or global average pool) run of an ungrouped convolution executes as one fused
-/// `ConvolutionBlock`; every other layer runs on its own. A residual `add` reads the kept output of
+/// (→ MaxPool 2×2 or global average pool) run of an ungrouped or depthwise convolution executes as
+/// one fused `ConvolutionBlock`; every other layer runs on its own. A residual `add` reads the kept output of
 /// an earlier layer (so no fused block may hide that output inside it), and backward adds its
 /// gradient to what reaches that layer from the layer after it. A value type: `best = network`
 /// keeps a snapshot.
@@ -401,7 +401,8 @@ public struct Network: Sendable, CustomStringConvertible {
         var stageOfLayer: [Int: Int] = [:]
         var index = 0
         while index < specs.count {
-            if case .conv2D(_, let channels, _, _, _, 1) = specs[index], index + 2 < specs.count,
+            if case .conv2D(let inputs, let channels, _, _, _, let groups) = specs[index],
+                groups == 1 || (groups == inputs && channels % inputs == 0), index + 2 < specs.count,
                 case .batchNorm2D(let normChannels, _, _) = specs[index + 1], normChannels == channels,
                 specs[index + 2] == .relu, !read.contains(index), !read.contains(index + 1)
             {

@@ -11,7 +11,10 @@ struct Pretrain: Command {
                 "data", "dir",
                 "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."),
             .required("out", "dir", "Base model folder to write (must not exist)."),
-            .option("architecture", "name", "Extractor architecture (known: ref-small).", default: "ref-small"),
+            .option(
+                "architecture", "name",
+                "Extractor architecture (known: " + ModelDefinition.extractorArchitectures.joined(separator: ", ")
+                    + "; `facetrain architectures` lists them).", default: "ref-small"),
             .option("width", "n", "Channels of the first block.", default: "32"),
             .option("input-size", "px", "Side of the square network input.", default: "64"),
             .option("epochs", "n", "Passes over the training crops.", default: "15"),

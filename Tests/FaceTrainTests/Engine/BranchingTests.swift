@@ -133,17 +133,23 @@ import Testing
             classLabels: (0..<classes).map(String.init))
     }
 
-    @Test func residualBlockGradientsMatchFiniteDifferences() throws {
-        var network = try Network(definition: Self.residualDefinition(), seed: 5)
-        // Batch norms off their initial γ = 1, β = 0: with β = 0 a ReLU commutes with γ, and the next
-        // depthwise convolution + batch norm cancel it, so γ's true gradient would be exactly 0.
-        var seed: UInt64 = 50
+    /// The residual network with its batch norms off their initial γ = 1, β = 0: with β = 0 a ReLU
+    /// commutes with γ and the next depthwise convolution + batch norm cancel it, so γ's true gradient
+    /// would be exactly 0 and comparisons would only see rounding.
+    static func residualNetwork(seed: UInt64) throws -> Network {
+        var network = try Network(definition: Self.residualDefinition(), seed: seed)
+        var noiseSeed = seed * 100
         network.updateParameters { key, parameter in
             guard key.contains("batchnorm2d"), parameter.isTrainable else { return }
-            seed += 1
-            let noise = TestData.normal(parameter.value.shape, seed: seed, standardDeviation: 0.3)
+            noiseSeed += 1
+            let noise = TestData.normal(parameter.value.shape, seed: noiseSeed, standardDeviation: 0.3)
             parameter.value.scalars = zip(parameter.value.scalars, noise.scalars).map(+)
         }
+        return network
+    }
+
+    @Test func residualBlockGradientsMatchFiniteDifferences() throws {
+        let network = try Self.residualNetwork(seed: 5)
         let check = GradientCheck(network, input: Self.images)
         for (key, error) in check.parameters {
             #expect(error < 2e-2, "\(key): \(error)")
@@ -152,14 +158,17 @@ import Testing
         #expect(
             check.parameters.count + check.cancelled.count
                 == network.layers.flatMap(\.parameters).filter(\.isTrainable).count)
-        #expect(check.cancelled.count == 4 && check.cancelled.values.allSatisfy { $0 < 1e-3 }, "\(check.cancelled)")
+        #expect(check.cancelled.count == 4, "\(check.cancelled)")
+        for (key, magnitude) in check.cancelled {
+            #expect(magnitude.analytic < 1e-4 && magnitude.numeric < 1e-2, "\(key): \(magnitude)")
+        }
     }
 
     /// The residual network gives the same logits and gradients as its layers run one by one, with
     /// the adds fed by hand and their gradients summed by hand.
     @Test func residualRoutingMatchesLayerByLayer() throws {
         let definition = Self.residualDefinition()
-        var network = try Network(definition: definition, seed: 6)
+        var network = try Self.residualNetwork(seed: 6)
         var layers = network.layers
         let logits = network.forward(Self.images, mode: .training)
         var outputs: [Tensor] = []

@@ -18,8 +18,9 @@ struct GradientCheck {
 
     /// Conv biases right before a batch norm (training mode), by key: the norm subtracts them
     /// again, so their gradient is exactly zero and a relative error would only compare Float noise;
-    /// instead the largest magnitude of the analytic and numeric values.
-    var cancelled: [String: Double] = [:]
+    /// instead the largest magnitudes of the analytic values (rounding only) and of the numeric ones
+    /// (the loss's rounding divided by the step).
+    var cancelled: [String: (analytic: Double, numeric: Double)] = [:]
 
     /// The largest of all errors.
     var worst: Double { ([input] + Array(parameters.values)).max() ?? 0 }
@@ -85,7 +86,7 @@ struct GradientCheck {
         }
         let layers = network.definition.layers
         var errors: [String: Double] = [:]
-        var cancelled: [String: Double] = [:]
+        var cancelled: [String: (analytic: Double, numeric: Double)] = [:]
         var analytic: [(key: String, gradient: [Float], count: Int)] = []
         probing.updateParameters { key, parameter in
             if parameter.isTrainable { analytic.append((key, parameter.gradient.scalars, parameter.value.count)) }
@@ -106,7 +107,7 @@ struct GradientCheck {
             if key.hasSuffix(".conv2d.bias"), mode == .training, layer + 1 < layers.count,
                 case .batchNorm2D = layers[layer + 1]
             {
-                cancelled[key] = max(gradient.map { abs(Double($0)) }.max() ?? 0, numeric.map(abs).max() ?? 0)
+                cancelled[key] = (gradient.map { abs(Double($0)) }.max() ?? 0, numeric.map(abs).max() ?? 0)
             } else {
                 errors[key] = Self.relativeError(gradient, numeric)
             }
