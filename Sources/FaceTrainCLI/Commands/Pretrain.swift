@@ -53,10 +53,8 @@ struct Pretrain: Command {
         out = URL(fileURLWithPath: try arguments.required("out"))
         var configuration = PretrainConfiguration()
         configuration.architecture = try arguments.required("architecture")
-        guard ModelDefinition.extractorArchitectures.contains(configuration.architecture) else {
-            throw UsageError(
-                message: "--architecture \(configuration.architecture) is not known; known: "
-                    + ModelDefinition.extractorArchitectures.joined(separator: ", "))
+        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
+            throw UsageError(message: "--architecture: \(error.description)")
         }
         configuration.width = try arguments.required("width")
         configuration.inputSize = try arguments.required("input-size")
