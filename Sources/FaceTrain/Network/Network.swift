@@ -23,9 +23,11 @@ public struct Network: Sendable, CustomStringConvertible {
 
     private var stages: [Stage] = []
     private var blocks: [ConvolutionBlock] = []
-    /// Output of each stage, and dLoss/dOutput of each stage.
+    /// Output of each stage (kept for backward and for residual adds).
     private var outputs: [Buffer<Float>] = []
-    private var outputGradients: [Buffer<Float>] = []
+    /// dLoss/dOutput of stage s lives in buffer s % 2: backward only needs a stage's gradient and
+    /// its input's at a time, so two buffers serve the whole network.
+    private var outputGradients = [Buffer<Float>(), Buffer<Float>()]
     private var outputShapes: [[Int]] = []
     /// For each stage, the stage whose output its residual add reads (nil for other stages).
     private var shortcutStages: [Int?] = []
@@ -223,7 +225,7 @@ public struct Network: Sendable, CustomStringConvertible {
         precondition(
             outputGradient.shape == outputShapes[last],
             "gradient shape \(outputGradient.shape) != output \(outputShapes[last])")
-        outputGradients[last].assign(outputGradient.scalars)
+        outputGradients[last % 2].assign(outputGradient.scalars)
         for stage in stages.indices where shortcutStages.contains(stage) {
             shortcutGradients[stage].resize(outputShapes[stage].reduce(1, *))
             shortcutGradients[stage].fill(0)
@@ -235,16 +237,16 @@ public struct Network: Sendable, CustomStringConvertible {
                 let sourceShape = stageIndex == 0 ? images.shape : outputShapes[stageIndex - 1]
                 var target: UnsafeMutablePointer<Float>?
                 if stageIndex > 0 {
-                    outputGradients[stageIndex - 1].resize(sourceShape.reduce(1, *))
-                    target = outputGradients[stageIndex - 1].mutablePointer()
+                    outputGradients[(stageIndex - 1) % 2].resize(sourceShape.reduce(1, *))
+                    target = outputGradients[(stageIndex - 1) % 2].mutablePointer()
                 }
                 if shortcutStages.contains(stageIndex) {
                     // What residual adds sent here joins what came from the next stage.
                     addInPlace(
-                        outputGradients[stageIndex].mutablePointer(), shortcutGradients[stageIndex].pointer,
+                        outputGradients[stageIndex % 2].mutablePointer(), shortcutGradients[stageIndex].pointer,
                         count: outputShapes[stageIndex].reduce(1, *))
                 }
-                let gradient = outputGradients[stageIndex].pointer
+                let gradient = outputGradients[stageIndex % 2].pointer
                 if let shortcut = shortcutStages[stageIndex] {
                     addInPlace(
                         shortcutGradients[shortcut].mutablePointer(), gradient,
@@ -434,7 +436,6 @@ public struct Network: Sendable, CustomStringConvertible {
         }
         shortcutGradients = stages.map { _ in Buffer<Float>() }
         outputs = stages.map { _ in Buffer<Float>() }
-        outputGradients = stages.map { _ in Buffer<Float>() }
         outputShapes = stages.map { _ in [] }
     }
 
