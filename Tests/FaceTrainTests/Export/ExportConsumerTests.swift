@@ -119,6 +119,17 @@ struct ExportConsumerTests {
         #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
     }
 
+    /// Every named architecture (at width 4, to keep the double-precision oracle quick) exports
+    /// files that onnxruntime and the numpy Core ML evaluation run as facetrain does.
+    @Test(arguments: ModelDefinition.extractorArchitectures)
+    func namedArchitecturesExportAndMatch(name: String) throws {
+        let crops = try Self.celebrityCrops(count: 8)
+        let definition = try ModelDefinition.architecture(named: name).classifier(
+            classLabels: ["1", "2", "3", "4", "5"], inputSize: 64, width: 4)
+        let result = try Self.exportAndCheck(TrainedModel.seeded(definition, seed: 23), crops: crops)
+        #expect(result.status == 0, "\(name): check_exports.py failed:\n\(result.output)")
+    }
+
     /// The checker is not vacuous: expectations that do not belong to the images make it fail.
     @Test func checkerRejectsWrongExpectations() throws {
         let crops = try Self.celebrityCrops(count: 3)
