@@ -45,7 +45,8 @@ struct FaceTrainCommand {
     static var commands: [any Command.Type] {
         [
             DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self, ListVersions.self,
-            Publish.self, Rollback.self, Bench.self, Architectures.self,
+            Publish.self, Rollback.self, Bench.self,
+            Architectures.self,
         ]
             + TestHooks.commands
     }

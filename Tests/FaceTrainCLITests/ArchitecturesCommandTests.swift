@@ -7,7 +7,8 @@ import Testing
     static func listing(_ extra: [String] = []) throws -> [[String: Any]] {
         let result = try CLIRunner.run(["architectures", "--json"] + extra)
         try #require(result.status == 0, "\(result.standardError)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [[String: Any]])
+        return try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [[String: Any]])
     }
 
     @Test func jsonListsEveryArchitectureWithSizesFromItsDefinition() throws {
@@ -19,7 +20,8 @@ import Testing
             // Parameters as the engine counts them in a network built from the definition.
             let definition = try ModelDefinition.architecture(named: name).classifier(
                 classLabels: (0..<42).map(String.init), inputSize: 64, width: 32)
-            #expect(entry["parameters"] as? Int == (try Network(definition: definition, seed: 1)).trainableParameterCount)
+            #expect(
+                entry["parameters"] as? Int == (try Network(definition: definition, seed: 1)).trainableParameterCount)
             #expect(entry["embedding_features"] as? Int == 256)
             #expect((entry["summary"] as? String)?.isEmpty == false)
         }

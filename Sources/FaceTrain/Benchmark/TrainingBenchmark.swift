@@ -150,7 +150,8 @@ public enum TrainingBenchmark {
         let inferenceImagesPerSecond = Double(configuration.inferenceBatchSize) / median(inferenceTimes)
         let trainGFLOPS = trainImagesPerSecond * flops.trainingPerImage / 1e9
         return Result(
-            architecture: configuration.architecture, trainImagesPerSecond: trainImagesPerSecond, trainMillisecondsPerStep: stepTime * 1e3,
+            architecture: configuration.architecture, trainImagesPerSecond: trainImagesPerSecond,
+            trainMillisecondsPerStep: stepTime * 1e3,
             trainCPUMillisecondsPerStep: cpuPerStep * 1e3, trainGFLOPS: trainGFLOPS,
             trainPeakPercent: peak > 0 ? 100 * trainGFLOPS / peak : 0,
             inferenceImagesPerSecond: inferenceImagesPerSecond,

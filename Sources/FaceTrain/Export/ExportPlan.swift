@@ -297,7 +297,8 @@ struct ExportPlan {
             }
             guard groups >= 1, inputChannels % groups == 0, outputChannels % groups == 0 else {
                 throw .invalidLayer(
-                    layer: name, reason: "\(groups) groups do not divide \(inputChannels) -> \(outputChannels) channels")
+                    layer: name,
+                    reason: "\(groups) groups do not divide \(inputChannels) -> \(outputChannels) channels")
             }
             guard kernelSize > 0, stride > 0, padding >= 0, padding < kernelSize else {
                 throw .invalidLayer(

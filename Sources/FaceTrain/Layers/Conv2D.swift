@@ -131,7 +131,9 @@ public struct Conv2D: WeightAndBiasLayer {
                     Tensor(shape: input.shape) { dx in
                         Parallel.forEach(chunks.count) { chunk in
                             let work = base + chunk * perChunk
-                            let (weightGradient, biasGradient) = (work + 2 * columnSize, work + 2 * columnSize + weightSize)
+                            let (weightGradient, biasGradient) = (
+                                work + 2 * columnSize, work + 2 * columnSize + weightSize
+                            )
                             for image in chunks[chunk] {
                                 let (xi, dyi, dxi) = (
                                     x.baseAddress! + image * inputSize, dy.baseAddress! + image * outputSize,
@@ -163,7 +165,8 @@ public struct Conv2D: WeightAndBiasLayer {
             }
         }
         weight.gradient.scalars.withUnsafeMutableBufferPointer { dw in
-            addChunks(base + 2 * columnSize, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw.baseAddress!)
+            addChunks(
+                base + 2 * columnSize, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw.baseAddress!)
         }
         bias.gradient.scalars.withUnsafeMutableBufferPointer { db in
             addChunks(

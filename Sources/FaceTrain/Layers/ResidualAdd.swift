@@ -20,7 +20,8 @@ public struct ResidualAdd: Layer {
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
         precondition(
-            shortcut.shape == input.shape, "ResidualAdd of layer \(source): shapes \(input.shape) and \(shortcut.shape)")
+            shortcut.shape == input.shape, "ResidualAdd of layer \(source): shapes \(input.shape) and \(shortcut.shape)"
+        )
         var output = input
         output.scalars.withUnsafeMutableBufferPointer { y in
             shortcut.scalars.withUnsafeBufferPointer { s in

@@ -66,8 +66,10 @@ extension ModelDefinition {
         convolution(channels, stem, kernel: 3, stride: 2, relu: true)
         convolution(stem, stem, kernel: 3, groups: stem, relu: true)
         var current = stem
-        let stages = [(2, 2 * width, 2, 2), (4, 4 * width, 1, 2), (2, 4 * width, 3, 1), (4, 4 * width, 1, 2),
-            (2, 4 * width, 2, 1)]
+        let stages = [
+            (2, 2 * width, 2, 2), (4, 4 * width, 1, 2), (2, 4 * width, 3, 1), (4, 4 * width, 1, 2),
+            (2, 4 * width, 2, 1),
+        ]
         for (expansion, outputs, repeats, firstStride) in stages {
             for block in 0..<repeats {
                 let stride = block == 0 ? firstStride : 1
@@ -135,7 +137,8 @@ extension ModelDefinition {
     public static let architectures: [NamedArchitecture] = [
         NamedArchitecture(
             name: "ref-small",
-            summary: "plain stack: 3 conv 3x3 + batch norm + ReLU + 2x2 max-pool blocks, conv to 8x width, pooled, BN neck",
+            summary:
+                "plain stack: 3 conv 3x3 + batch norm + ReLU + 2x2 max-pool blocks, conv to 8x width, pooled, BN neck",
             build: { referenceSmall(classLabels: $0, inputSize: $1, channels: $2, width: $3) }),
         NamedArchitecture(
             name: "mobile-face",
@@ -145,7 +148,9 @@ extension ModelDefinition {
 
     /// The architecture called `name`.
     public static func architecture(named name: String) throws(UnknownArchitectureError) -> NamedArchitecture {
-        guard let found = architectures.first(where: { $0.name == name }) else { throw UnknownArchitectureError(name: name) }
+        guard let found = architectures.first(where: { $0.name == name }) else {
+            throw UnknownArchitectureError(name: name)
+        }
         return found
     }
 

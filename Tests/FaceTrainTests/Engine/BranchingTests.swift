@@ -61,7 +61,8 @@ import Testing
             let first = (o / groupOutputs) * groupInputs
             for i in 0..<groupInputs {
                 for tap in 0..<9 {
-                    denseWeight[(o * channels + first + i) * 9 + tap] = grouped.weight.value.scalars[(o * groupInputs + i) * 9 + tap]
+                    denseWeight[(o * channels + first + i) * 9 + tap] =
+                        grouped.weight.value.scalars[(o * groupInputs + i) * 9 + tap]
                 }
             }
         }
@@ -82,7 +83,9 @@ import Testing
         for o in 0..<outputs {
             let first = (o / groupOutputs) * groupInputs
             for i in 0..<groupInputs {
-                for tap in 0..<9 { diagonal.append(Double(dense.weight.gradient.scalars[(o * channels + first + i) * 9 + tap])) }
+                for tap in 0..<9 {
+                    diagonal.append(Double(dense.weight.gradient.scalars[(o * channels + first + i) * 9 + tap]))
+                }
             }
         }
         #expect(GradientCheck.relativeError(grouped.weight.gradient.scalars, diagonal) < 1e-5)
@@ -189,10 +192,14 @@ import Testing
         var pending = [Tensor?](repeating: nil, count: layers.count)
         var dx = gradient
         for index in layers.indices.reversed() {
-            if let extra = pending[index] { dx = Tensor(shape: dx.shape, scalars: zip(dx.scalars, extra.scalars).map(+)) }
+            if let extra = pending[index] {
+                dx = Tensor(shape: dx.shape, scalars: zip(dx.scalars, extra.scalars).map(+))
+            }
             if let add = layers[index] as? ResidualAdd {
                 pending[add.source] = Tensor(
-                    shape: dx.shape, scalars: zip(pending[add.source]?.scalars ?? [Float](repeating: 0, count: dx.count), dx.scalars).map(+))
+                    shape: dx.shape,
+                    scalars: zip(pending[add.source]?.scalars ?? [Float](repeating: 0, count: dx.count), dx.scalars)
+                        .map(+))
             }
             dx = layers[index].backward(dx)
         }
@@ -219,7 +226,9 @@ import Testing
             let logits = network.forward(Self.images, mode: .training)
             network.backward(SoftmaxCrossEntropy().lossAndGradient(logits: logits, labels: Self.labels).logitsGradient)
         }
-        func gradients() -> [Float] { network.layers.flatMap(\.parameters).filter(\.isTrainable).flatMap(\.gradient.scalars) }
+        func gradients() -> [Float] {
+            network.layers.flatMap(\.parameters).filter(\.isTrainable).flatMap(\.gradient.scalars)
+        }
         step()
         let once = gradients()
         #expect(once.contains { $0 != 0 })
@@ -259,7 +268,8 @@ import Testing
         #expect(message { $0.layers[11] = .add(source: 5) }.contains("adds layer 5's output of shape"))
         #expect(
             message {
-                $0.layers[9] = .conv2D(inputChannels: 8, outputChannels: 4, kernelSize: 1, stride: 1, padding: 0, groups: 3)
+                $0.layers[9] = .conv2D(
+                    inputChannels: 8, outputChannels: 4, kernelSize: 1, stride: 1, padding: 0, groups: 3)
             }.contains("groups, which must divide"))
         #expect(message { _ in }.contains("accepted"))
     }
@@ -276,18 +286,21 @@ import Testing
             {"linear":{"inputFeatures":16,"outputFeatures":3}},{"dropout":{"rate":0.5}}]
             """
         let layers = try JSONDecoder().decode([LayerSpecification].self, from: Data(old.utf8))
-        #expect(layers[0] == .conv2D(inputChannels: 3, outputChannels: 16, kernelSize: 3, stride: 1, padding: 1, groups: 1))
+        #expect(
+            layers[0] == .conv2D(inputChannels: 3, outputChannels: 16, kernelSize: 3, stride: 1, padding: 1, groups: 1))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         #expect(String(decoding: try encoder.encode(layers), as: UTF8.self) == old)
         #expect(layers.map(\.minimumFormatVersion).max() == 1)
 
         let branching: [LayerSpecification] = [
-            .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1, groups: 8), .add(source: 0),
+            .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1, groups: 8),
+            .add(source: 0),
         ]
         let text = String(decoding: try encoder.encode(branching), as: UTF8.self)
         #expect(
-            text == #"[{"conv2D":{"groups":8,"inputChannels":8,"kernelSize":3,"outputChannels":8,"padding":1,"stride":1}},"#
+            text
+                == #"[{"conv2D":{"groups":8,"inputChannels":8,"kernelSize":3,"outputChannels":8,"padding":1,"stride":1}},"#
                 + #"{"add":{"source":0}}]"#)
         #expect(try JSONDecoder().decode([LayerSpecification].self, from: Data(text.utf8)) == branching)
         #expect(branching.map(\.minimumFormatVersion) == [2, 2])
