@@ -172,7 +172,9 @@ func depthwiseConvolutionBackward(
                         for kx in 0..<k {
                             let (tap, shift) = ((o * k + ky) * k + kx, ky * plane.pitch + kx)
                             weightGradient[tap] += dot(spread, padded + shift, count: plane.rows)
-                            if inputGradient != nil { axpy(weight[tap], spread, paddedGradient + shift, count: plane.rows) }
+                            if inputGradient != nil {
+                                axpy(weight[tap], spread, paddedGradient + shift, count: plane.rows)
+                            }
                         }
                     }
                 }
