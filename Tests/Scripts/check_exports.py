@@ -65,8 +65,8 @@ class Checks:
 # ---------------------------------------------------------------------------------------------
 # ONNX
 
-ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "LpNormalization", "MaxPool", "GlobalAveragePool",
-                  "Flatten", "Gemm", "Softmax"}
+ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "PRelu", "LpNormalization", "MaxPool",
+                  "GlobalAveragePool", "Flatten", "Gemm", "Softmax"}
 
 
 def onnx_dims(value_info):
@@ -250,7 +250,9 @@ def check_coreml_structure(spec, cases_file, checks):
             checks.expect(blob not in available, f"Core ML layer {layer.name} writes {blob!r} a second time")
             available.add(blob)
         if kind == "activation":
-            checks.equal(layer.activation.WhichOneof("NonlinearityType"), "ReLU", f"Core ML {layer.name} activation")
+            checks.expect(layer.activation.WhichOneof("NonlinearityType") in ("ReLU", "PReLU"),
+                          f"Core ML {layer.name} activation is {layer.activation.WhichOneof('NonlinearityType')}, "
+                          f"not ReLU or PReLU")
     if network.layers:
         last = network.layers[-1]
         checks.equal(last.WhichOneof("layer"), "softmax", "Core ML last layer")
@@ -377,6 +379,12 @@ def run_coreml(spec, image):
                                            for n in ("gamma", "beta", "mean", "variance"))
             x = (x - mean[:, None, None]) / np.sqrt(variance + np.float32(epsilon))[:, None, None] \
                 * gamma[:, None, None] + beta[:, None, None]
+        elif kind == "activation" and params.WhichOneof("NonlinearityType") == "PReLU":
+            # One slope per channel (axis -3), applied where x is not positive.
+            alpha = np.asarray(params.PReLU.alpha.floatValue, dtype=np.float32)
+            if alpha.size not in (1, x.shape[0]):
+                raise ValueError(f"PReLU with {alpha.size} slopes for {x.shape[0]} channels")
+            x = np.where(x > 0, x, alpha.reshape(-1, 1, 1) * x)
         elif kind == "activation":
             x = np.maximum(x, 0)
         elif kind == "l2normalize":

@@ -224,7 +224,7 @@ public struct FLOPCount: Sendable, Equatable {
                 shape = [1, shape[1], (shape[2] - size) / stride + 1, (shape[3] - size) / stride + 1]
             case .globalAveragePool:
                 shape = [1, shape[1]]
-            case .batchNorm2D, .relu, .dropout, .l2Normalize, .add:
+            case .batchNorm2D, .relu, .dropout, .l2Normalize, .add, .prelu:
                 break
             }
         }

@@ -237,6 +237,8 @@ public struct Manifest: Codable, Sendable, Equatable {
             "Dropout rate \(rate)"
         case .add(let source):
             "Add the output of layer \(source)"
+        case .prelu(let channels):
+            "PReLU \(channels) channels"
         }
     }
 }

@@ -180,6 +180,8 @@ public enum WeightsFile {
             try group.writeFloats("rate", [rate], scalar: true)
         case .add(let source):
             try group.writeInt32s("source", [Int32(source)], scalar: true)
+        case .prelu(let channels):
+            try group.writeInt32s("channels", [Int32(channels)], scalar: true)
         case .relu, .globalAveragePool, .l2Normalize:
             break
         }

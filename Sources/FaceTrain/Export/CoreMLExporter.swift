@@ -160,6 +160,11 @@ public enum CoreMLExporter {
             }
         case .relu:
             writer.writeMessage(Field.Layer.activation) { $0.writeMessage(10) { _ in } }
+        case .prelu(_, _, let slopes):
+            // ActivationParams.PReLU (25) { alpha (1): WeightParams }, one slope per channel (axis -3).
+            writer.writeMessage(Field.Layer.activation) { activation in
+                activation.writeMessage(25) { prelu in prelu.writeMessage(1) { $0.writePackedFloats(1, slopes) } }
+            }
         case .l2Normalize:
             // y = x / sqrt(Σx² + ε) over C×H×W; ε must be non-zero (0 reads as unset).
             writer.writeMessage(Field.Layer.l2normalize) { $0.writeFloat(1, 1e-12) }

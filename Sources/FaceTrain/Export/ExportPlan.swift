@@ -57,6 +57,8 @@ struct ExportPlan {
         case softmax
         /// Elementwise sum of the two inputs.
         case add
+        /// x where x > 0, else slope[c]·x; `spatial` when the data is [C, H, W] rather than [features].
+        case prelu(channels: Int, spatial: Bool, slopes: [Float])
     }
 
     /// One exported layer: a name, its input blobs (two for an add), one output blob.
@@ -333,6 +335,14 @@ struct ExportPlan {
             return .relu
         case (.add, _):
             return .add
+        case (.prelu(let channels), .spatial(let incoming, _, _)), (.prelu(let channels), .flat(let incoming)):
+            guard channels == incoming else {
+                throw .invalidLayer(layer: name, reason: "it has \(channels) slopes but gets \(incoming) channels")
+            }
+            if case .spatial = shape {
+                return .prelu(channels: channels, spatial: true, slopes: parameters["weight", default: []])
+            }
+            return .prelu(channels: channels, spatial: false, slopes: parameters["weight", default: []])
         case (.l2Normalize, _):
             return .l2Normalize
         case (.maxPool2D(let size, let stride), .spatial(let channels, let height, let width)):

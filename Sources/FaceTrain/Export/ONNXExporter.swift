@@ -29,7 +29,7 @@ public struct ONNXExportOptions: Sendable, Equatable {
 /// Writes a trained model as ONNX (opset 13, IR version 7): one float32 NCHW input of raw 0...255
 /// pixels (RGB order, batch dimension "N"), the normalisation as Mul + Add in the graph, the
 /// layers as Conv (with `group` when grouped) / BatchNormalization / Relu / MaxPool /
-/// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs), and
+/// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs) / PRelu, and
 /// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
 ///
 /// Field numbers follow `onnx.proto` (proto2: fields that are set are written even when zero), as
@@ -156,6 +156,8 @@ public enum ONNXExporter {
                 )
             case .add:
                 ("Add", [])
+            case .prelu:
+                ("PRelu", [])
             case .batchNorm(_, let epsilon, _, _, _, _):
                 ("BatchNormalization", [.float("epsilon", epsilon)])
             case .relu:
@@ -187,6 +189,9 @@ public enum ONNXExporter {
             [([channels], gamma), ([channels], beta), ([channels], mean), ([channels], variance)]
         case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
             [([outputFeatures, inputFeatures], weight), ([outputFeatures], bias)]
+        case .prelu(let channels, let spatial, let slopes):
+            // Broadcast against [N, C, H, W] needs [C, 1, 1]; against [N, F], [F].
+            [(spatial ? [channels, 1, 1] : [channels], slopes)]
         case .relu, .l2Normalize, .maxPool, .globalAveragePool, .flatten, .softmax, .add:
             []
         }

@@ -31,6 +31,7 @@ public struct InputSpecification: Codable, Sendable, Equatable {
 /// - conv2D: `weight` [out, in / groups, k, k], `bias` [out]
 /// - batchNorm2D: `weight` (gamma) [c], `bias` (beta) [c], `running_mean` [c], `running_var` [c]
 /// - linear (fully connected): `weight` [out, in], `bias` [out]
+/// - prelu: `weight` (the slopes of the negative side) [c]
 /// - the others have none.
 ///
 /// The network is a list, and a layer reads the output of the layer before it; `add` also reads
@@ -50,6 +51,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     case dropout(rate: Float)
     /// Its input plus the output of layer `source` (an earlier index), of the same shape.
     case add(source: Int)
+    /// Parametric ReLU: y = x for x > 0, else slope[c]·x, one learnt slope per channel.
+    case prelu(channels: Int)
 
     /// Short lowercase kind used in parameter names ("0.conv2d.weight") and HDF5 group names.
     public var kind: String {
@@ -63,6 +66,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case .linear: "linear"
         case .dropout: "dropout"
         case .add: "add"
+        case .prelu: "prelu"
         }
     }
 
@@ -78,6 +82,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
             [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]
         case .linear(let inputFeatures, let outputFeatures):
             [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
+        case .prelu(let channels):
+            [("weight", [channels])]
         case .relu, .maxPool2D, .globalAveragePool, .l2Normalize, .dropout, .add:
             []
         }
@@ -88,12 +94,12 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         if case .add(let source) = self { source } else { nil }
     }
 
-    /// The oldest manifest format that can describe this layer: 2 for grouped convolutions and
-    /// residual adds, which facetrain before format 2 does not know.
+    /// The oldest manifest format that can describe this layer: 2 for grouped convolutions,
+    /// residual adds and PReLU, which facetrain before format 2 does not know.
     var minimumFormatVersion: Int {
         switch self {
         case .conv2D(_, _, _, _, _, let groups) where groups != 1: 2
-        case .add: 2
+        case .add, .prelu: 2
         default: 1
         }
     }
@@ -113,6 +119,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case linear(inputFeatures: Int, outputFeatures: Int)
         case dropout(rate: Float)
         case add(source: Int)
+        case prelu(channels: Int)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -131,6 +138,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
             self = .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
         case .dropout(let rate): self = .dropout(rate: rate)
         case .add(let source): self = .add(source: source)
+        case .prelu(let channels): self = .prelu(channels: channels)
         }
     }
 
@@ -151,6 +159,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
                 .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
             case .dropout(let rate): .dropout(rate: rate)
             case .add(let source): .add(source: source)
+            case .prelu(let channels): .prelu(channels: channels)
             }
         try stored.encode(to: encoder)
     }

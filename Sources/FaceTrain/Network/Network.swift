@@ -59,6 +59,7 @@ public struct Network: Sendable, CustomStringConvertible {
                 layers.append(Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator))
             case .dropout(let rate): layers.append(Dropout(rate: rate, generator: generator.split()))
             case .add(let source): layers.append(ResidualAdd(source: source))
+            case .prelu(let channels): layers.append(PReLU(channels: channels))
             }
         }
         try plan()
@@ -481,6 +482,10 @@ public struct Network: Sendable, CustomStringConvertible {
             }
         case .dropout(let rate):
             guard (0..<1).contains(rate) else { throw fail("rate \(rate) is not in [0, 1)") }
+        case .prelu(let channels):
+            guard shape.count == 4 || shape.count == 2, shape[1] == channels else {
+                throw fail("expects \(channels) channels, gets \(shape.dropFirst())")
+            }
         case .add(let source):
             guard (0..<index).contains(source) else {
                 throw fail("adds the output of layer \(source), which is not an earlier layer (0..<\(index))")

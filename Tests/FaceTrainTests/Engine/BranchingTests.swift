@@ -92,6 +92,20 @@ import Testing
         #expect(grouped.bias.gradient == dense.bias.gradient)
     }
 
+    @Test func preluGradientsAndHandCase() {
+        var prelu = PReLU(channels: 3)
+        prelu.weight.value = Tensor(shape: [3], scalars: [0.1, 0.5, -0.2])
+        #expect(GradientCheck(prelu, input: TestData.spaced([2, 3, 2, 2], seed: 15)).worst < 1e-2)
+        #expect(GradientCheck(prelu, input: TestData.spaced([4, 3], seed: 16)).worst < 1e-2)
+        var layer = PReLU(channels: 2)
+        let output = layer.forward(Tensor(shape: [1, 2], scalars: [-2, 3]), mode: .training)
+        #expect(output.scalars == [-0.5, 3])  // the initial slope 0.25 on the negative value
+        let dx = layer.backward(Tensor(shape: [1, 2], scalars: [1, 1]))
+        #expect(dx.scalars == [0.25, 1])
+        #expect(layer.weight.gradient.scalars == [-2, 0])
+        #expect(!layer.weight.decays)
+    }
+
     @Test func depthwiseByHand() {
         var generator = SplitMix64(seed: 1)
         var conv = Conv2D(
@@ -296,14 +310,15 @@ import Testing
         let branching: [LayerSpecification] = [
             .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1, groups: 8),
             .add(source: 0),
+            .prelu(channels: 8),
         ]
         let text = String(decoding: try encoder.encode(branching), as: UTF8.self)
         #expect(
             text
                 == #"[{"conv2D":{"groups":8,"inputChannels":8,"kernelSize":3,"outputChannels":8,"padding":1,"stride":1}},"#
-                + #"{"add":{"source":0}}]"#)
+                + #"{"add":{"source":0}},{"prelu":{"channels":8}}]"#)
         #expect(try JSONDecoder().decode([LayerSpecification].self, from: Data(text.utf8)) == branching)
-        #expect(branching.map(\.minimumFormatVersion) == [2, 2])
+        #expect(branching.map(\.minimumFormatVersion) == [2, 2, 2])
         // A kind this facetrain does not know is an error, not a silent guess.
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode([LayerSpecification].self, from: Data(#"[{"concat":{"sources":[1]}}]"#.utf8))

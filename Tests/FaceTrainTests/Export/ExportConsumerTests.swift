@@ -64,8 +64,8 @@ struct ExportConsumerTests {
     }
 
     /// A branching network on 16 CS131 crops: depthwise convolutions (multipliers 1 and 2), a grouped
-    /// 1x1 convolution and a residual add that reads a fused block's output, exported as Core ML
-    /// `add` + `nGroups` and ONNX `Add` + `group`.
+    /// 1x1 convolution, PReLU on images and on pooled features, and a residual add that reads a
+    /// PReLU's output, exported as Core ML `add` + `nGroups` + PReLU and ONNX `Add` + `group` + `PRelu`.
     @Test func branchingNetworkExportsMatchOnCelebrityCrops() throws {
         let crops = try Self.celebrityCrops(count: 16)
         let labels = ["1", "2"] + (3...12).map(String.init)
@@ -77,7 +77,7 @@ struct ExportConsumerTests {
                 .relu,
                 .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1, groups: 8),
                 .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
-                .relu,  // 5: the residual block's input
+                .prelu(channels: 8),  // 5: the residual block's input
                 .conv2D(inputChannels: 8, outputChannels: 16, kernelSize: 1, stride: 1, padding: 0),
                 .batchNorm2D(channels: 16, epsilon: 1e-5, momentum: 0.1),
                 .relu,
@@ -95,6 +95,7 @@ struct ExportConsumerTests {
                 .batchNorm2D(channels: 32, epsilon: 1e-5, momentum: 0.1),
                 .relu,
                 .globalAveragePool,
+                .prelu(channels: 32),  // on the pooled [32, 1, 1] features
                 .batchNorm2D(channels: 32, epsilon: 1e-5, momentum: 0.1),
                 .l2Normalize(scale: 16),
                 .linear(inputFeatures: 32, outputFeatures: labels.count),

@@ -96,6 +96,8 @@ extension TrainedModel {
                     values = (0..<count).map { _ in Float.random(in: 0.3...2.0, using: &generator) }
                 case (.batchNorm2D, _):
                     values = (0..<count).map { _ in Float(0.3 * generator.normal()) }
+                case (.prelu, _):
+                    values = (0..<count).map { _ in Float.random(in: 0.05...0.5, using: &generator) }
                 case (_, "bias"):
                     values = (0..<count).map { _ in Float(0.1 * generator.normal()) }
                 default:
@@ -224,6 +226,10 @@ enum ReferenceForwardPass {
                 (channels, height, width) = (outputFeatures, 1, 1)
             case .dropout:
                 break
+            case .prelu(let count):
+                let slopes = parameter("weight")
+                let plane = data.count / count
+                for index in data.indices where data[index] <= 0 { data[index] *= slopes[index / plane] }
             case .add(let source):
                 let shortcut = outputs[source]
                 precondition(shortcut.0.count == data.count, "residual add of different shapes")
