@@ -84,7 +84,7 @@ bench-enrollment: release
 quality: release
 	bash datasets/quality.sh
 
-# facetrain's benchmark, next to PyTorch's on the same model when torch is importable.
+# facetrain's benchmark per architecture (ARCHITECTURES, WIDTH), next to PyTorch's on the same network when torch is importable.
 bench: release
 	bash Tests/Scripts/bench.sh
 

@@ -46,6 +46,7 @@ struct FaceTrainCommand {
         [
             DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self, ListVersions.self,
             Publish.self, Rollback.self, Serve.self, Bench.self,
+            Architectures.self,
         ]
             + TestHooks.commands
     }

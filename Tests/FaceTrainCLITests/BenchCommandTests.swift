@@ -19,6 +19,24 @@ import Testing
         #expect(abs((json["train_mflop_per_image"] as? Double ?? 0) - 92.04) < 0.01)
     }
 
+    /// `--architecture` times the named network: its FLOPs are those `facetrain architectures` lists.
+    @Test func timesTheNamedArchitecture() throws {
+        let result = try CLIRunner.run([
+            "bench", "--json", "--architecture", "mobile-face", "--width", "8", "--steps", "1", "--batch-size", "2",
+            "--inference-batch-size", "2", "--latency-seconds", "0",
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
+        #expect(json["architecture"] as? String == "mobile-face")
+        let listing = try CLIRunner.run(["architectures", "--json", "--width", "8"])
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(listing.standardOutput.utf8)) as? [[String: Any]])
+        let mobile = try #require(entries.first { $0["name"] as? String == "mobile-face" })
+        #expect(json["train_mflop_per_image"] as? Double == mobile["training_mflop_per_image"] as? Double)
+        #expect((json["train_images_per_second"] as? Double ?? 0) > 0)
+    }
+
     @Test func badValuesAreUsageErrors() throws {
         let zero = try CLIRunner.run(["bench", "--steps", "0"])
         #expect(zero.status == 64)

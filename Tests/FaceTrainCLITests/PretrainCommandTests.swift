@@ -355,6 +355,63 @@ struct PretrainCommandTests {
         #expect(notABase.standardError.contains("has no manifest.json"), "\(notABase.standardError)")
     }
 
+    /// A mobile-face base (depthwise blocks and residual adds) pretrains, records its architecture,
+    /// and starts fits: head on the frozen extractor, the whole network fine-tuned, and a clash with
+    /// another architecture refused; `--base none --architecture mobile-face` trains it from scratch.
+    @Test func aMobileFaceBaseTrainsAndStartsFits() throws {
+        let data = try FitCommandTests.syntheticData()
+        let root = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
+        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
+        let base = root.appendingPathComponent("base")
+        let made = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--architecture", "mobile-face",
+             "--cache", root.appendingPathComponent("cache").path, "--json"] + Self.small)
+        try #require(made.status == 0, "\(made.standardError)")
+        #expect(Self.epochs(made.standardOutput).count == 2)
+        let loaded = try BaseModel.load(from: base)
+        #expect(loaded.manifest.architecture == "mobile-face" && loaded.manifest.recipe.architecture == "mobile-face")
+        #expect(loaded.extractor.definition.layers.contains { $0.kind == "add" })
+        #expect(loaded.extractor.definition == ModelDefinition.extractor(architecture: "mobile-face", inputSize: 32, width: 8))
+
+        let models = root.appendingPathComponent("models")
+        let head = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--base", base.path])
+        try #require(head.status == 0, "\(head.standardError)")
+        let tuned = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--base", base.path, "--fine-tune", "all", "--epochs", "1"])
+        try #require(tuned.status == 0, "\(tuned.standardError)")
+        for version in ["1", "2"] {
+            let bundle = models.appendingPathComponent(version)
+            #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
+            let manifest = try JSONSerialization.jsonObject(
+                with: Data(contentsOf: bundle.appendingPathComponent("manifest.json"))) as! [String: Any]
+            #expect(manifest["formatVersion"] as? Int == 2)
+            #expect((manifest["training"] as! [String: Any])["architecture"] as? String == "mobile-face")
+            let layers = (manifest["architecture"] as! [[String: Any]]).map { $0["name"] as! String }
+            #expect(Array(layers.prefix(loaded.extractor.definition.layers.count)) == loaded.extractor.definition.layerNames)
+            // The app's file predicts what facetrain predicts (verify compared the exports' structure).
+            let crop = data.appendingPathComponent("3").path
+            let image = try #require(try FileManager.default.contentsOfDirectory(atPath: crop).sorted().first)
+            let predicted = try CLIRunner.run(["predict", "--model", bundle.path, "--json", crop + "/" + image])
+            #expect(predicted.status == 0, "\(predicted.standardError)")
+        }
+
+        let clash = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--base", base.path, "--architecture", "ref-small"])
+        #expect(clash.status == 64)
+        #expect(clash.standardError.contains("--architecture ref-small clashes with --base"), "\(clash.standardError)")
+        #expect(clash.standardError.contains("is mobile-face"))
+        let scratch = try CLIRunner.run(
+            ["fit", "--data", data.path, "--out", models.path, "--architecture", "mobile-face", "--epochs", "3"]
+                + FitCommandTests.quickFit.filter { $0 != "30" && $0 != "--epochs" })
+        try #require(scratch.status == 0, "\(scratch.standardError)")
+        let scratchManifest = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: models.appendingPathComponent("3/manifest.json"))) as! [String: Any]
+        #expect((scratchManifest["training"] as! [String: Any])["architecture"] as? String == "mobile-face")
+        #expect((scratchManifest["architecture"] as! [[String: Any]]).count == loaded.extractor.definition.layers.count + 2)
+    }
+
     static func versions(_ models: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: models.path)) ?? []).filter { Int($0) != nil }.sorted()
     }

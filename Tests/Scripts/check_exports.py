@@ -13,11 +13,13 @@ CASES.json (written by the Swift export tests) names the two files and says what
 
 What it does:
   ONNX     onnx.checker (full check) and strict shape inference; IR 7 / opset 13; one float NCHW input
-           [N, C, H, W] and one output [N, classes]; only the expected operators; metadata_props
+           [N, C, H, W] and one output [N, classes]; only the expected operators (Conv may be grouped;
+           a residual Add reads two earlier blobs); metadata_props
            (class_labels JSON, version, free-form entries); onnxruntime runs all cases as one batch.
   Core ML  coremltools.utils.load_spec (protobuf parse; Core ML itself does not run on Linux);
            spec version 1, neuralNetworkClassifier, image input, classLabel/classProbability outputs,
-           labels, metadata; the rules of Apple's validator (weight counts, blob order, float32 only)
+           labels, metadata; the rules of Apple's validator (weight counts, blob order, float32 only,
+           nGroups dividing the channels, two inputs for an add)
            plus what it misses (unique layer names, label count = softmax width); then a numpy
            forward pass of the spec written here from the NeuralNetwork.proto semantics.
   Numbers  both files' probabilities against the expected ones within `tolerance`, same top label.
@@ -63,8 +65,8 @@ class Checks:
 # ---------------------------------------------------------------------------------------------
 # ONNX
 
-ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "LpNormalization", "MaxPool", "GlobalAveragePool",
-                  "Flatten", "Gemm", "Softmax"}
+ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "PRelu", "LpNormalization", "MaxPool",
+                  "GlobalAveragePool", "Flatten", "Gemm", "Softmax"}
 
 
 def onnx_dims(value_info):
@@ -119,6 +121,16 @@ def check_onnx(path, cases_file, checks, batch):
     checks.equal(operators[:2], ["Mul", "Add"], "ONNX normalisation nodes")
     checks.equal(graph.node[0].input[0], spec["name"], "ONNX first node reads the image")
     checks.equal(operators[-1], "Softmax", "ONNX last operator")
+    produced = {spec["name"]}
+    for node in graph.node:
+        residual = node.op_type == "Add" and node.name != "pre_add"
+        if residual:
+            checks.equal(len(node.input), 2, f"ONNX residual Add {node.name} input count")
+        for index, name in enumerate(node.input):
+            if index > 0 and not residual:
+                continue
+            checks.expect(name in produced, f"ONNX node {node.name} reads {name!r} before it is produced")
+        produced.update(node.output)
     node_names = [node.name for node in graph.node]
     checks.expect(len(set(node_names)) == len(node_names), f"ONNX node names are not unique: {node_names}")
     for node in graph.node:
@@ -128,6 +140,8 @@ def check_onnx(path, cases_file, checks, batch):
         if node.op_type == "Gemm":
             trans_b = [a.i for a in node.attribute if a.name == "transB"]
             checks.equal(trans_b, [1], "ONNX Gemm transB")
+        if node.op_type == "Add" and node.name != "pre_add":
+            continue  # a residual add: both inputs are blobs, checked above
         for name in node.input[1:]:
             checks.expect(name in initializers, f"ONNX node {node.name} input {name} is not an initializer")
     for tensor in graph.initializer:
@@ -161,7 +175,8 @@ def check_onnx(path, cases_file, checks, batch):
 # ---------------------------------------------------------------------------------------------
 # Core ML
 
-COREML_LAYERS = {"convolution", "batchnorm", "activation", "l2normalize", "pooling", "innerProduct", "softmax", "flatten"}
+COREML_LAYERS = {"convolution", "batchnorm", "activation", "l2normalize", "pooling", "innerProduct", "softmax", "flatten",
+                 "add"}
 COLOR_SPACES = {"RGB": "RGB", "GRAY": "GRAYSCALE"}
 
 
@@ -227,7 +242,7 @@ def check_coreml_structure(spec, cases_file, checks):
         kind = layer.WhichOneof("layer")
         checks.expect(kind in COREML_LAYERS,
                       f"Core ML layer {layer.name} is a {kind}, not one of {sorted(COREML_LAYERS)}")
-        checks.equal(len(layer.input), 1, f"Core ML layer {layer.name} input count")
+        checks.equal(len(layer.input), 2 if kind == "add" else 1, f"Core ML layer {layer.name} input count")
         checks.equal(len(layer.output), 1, f"Core ML layer {layer.name} output count")
         for blob in layer.input:
             checks.expect(blob in available, f"Core ML layer {layer.name} reads {blob!r} before it is produced")
@@ -235,7 +250,9 @@ def check_coreml_structure(spec, cases_file, checks):
             checks.expect(blob not in available, f"Core ML layer {layer.name} writes {blob!r} a second time")
             available.add(blob)
         if kind == "activation":
-            checks.equal(layer.activation.WhichOneof("NonlinearityType"), "ReLU", f"Core ML {layer.name} activation")
+            checks.expect(layer.activation.WhichOneof("NonlinearityType") in ("ReLU", "PReLU"),
+                          f"Core ML {layer.name} activation is {layer.activation.WhichOneof('NonlinearityType')}, "
+                          f"not ReLU or PReLU")
     if network.layers:
         last = network.layers[-1]
         checks.equal(last.WhichOneof("layer"), "softmax", "Core ML last layer")
@@ -310,8 +327,11 @@ def check_coreml_weights(spec, checks):
         what = f"Core ML {layer.name}"
         if kind == "convolution":
             kh, kw = kernel_of(params)
-            checks.expect(params.nGroups in (0, 1) and list(params.dilationFactor) in ([], [1, 1])
-                          and not params.isDeconvolution, f"{what}: only plain convolutions are expected")
+            groups = params.nGroups or 1
+            checks.expect(list(params.dilationFactor) in ([], [1, 1]) and not params.isDeconvolution,
+                          f"{what}: only undilated, forward convolutions are expected")
+            checks.expect(params.outputChannels % groups == 0,
+                          f"{what}: {groups} groups do not divide {params.outputChannels} output channels")
             float_weights(params.weights, params.outputChannels * params.kernelChannels * kh * kw,
                           f"{what} weights", checks)
             if params.hasBias:
@@ -348,7 +368,10 @@ def run_coreml(spec, image):
         kind = layer.WhichOneof("layer")
         params = getattr(layer, kind)
         x = blobs[layer.input[0]]
-        if kind == "convolution":
+        if kind == "add":
+            # AddLayerParams: the elementwise sum of all inputs (alpha only joins a single input).
+            x = sum(blobs[name] for name in layer.input) if len(layer.input) > 1 else x + np.float32(params.alpha)
+        elif kind == "convolution":
             x = convolution(x, params)
         elif kind == "batchnorm":
             epsilon = params.epsilon or 1e-5
@@ -356,6 +379,12 @@ def run_coreml(spec, image):
                                            for n in ("gamma", "beta", "mean", "variance"))
             x = (x - mean[:, None, None]) / np.sqrt(variance + np.float32(epsilon))[:, None, None] \
                 * gamma[:, None, None] + beta[:, None, None]
+        elif kind == "activation" and params.WhichOneof("NonlinearityType") == "PReLU":
+            # One slope per channel (axis -3), applied where x is not positive.
+            alpha = np.asarray(params.PReLU.alpha.floatValue, dtype=np.float32)
+            if alpha.size not in (1, x.shape[0]):
+                raise ValueError(f"PReLU with {alpha.size} slopes for {x.shape[0]} channels")
+            x = np.where(x > 0, x, alpha.reshape(-1, 1, 1) * x)
         elif kind == "activation":
             x = np.maximum(x, 0)
         elif kind == "l2normalize":
@@ -392,11 +421,19 @@ def convolution(x, params):
     out_w = (padded.shape[2] - kw) // sw + 1
     weights = np.asarray(params.weights.floatValue, dtype=np.float32).reshape(
         params.outputChannels, params.kernelChannels, kh, kw)
+    # nGroups: output channels g*F/G ..< (g+1)*F/G see input channels g*kernelChannels ..< (g+1)*kernelChannels.
+    groups = params.nGroups or 1
+    if padded.shape[0] != groups * params.kernelChannels:
+        raise ValueError(f"convolution of {padded.shape[0]} channels with {groups} groups of {params.kernelChannels}")
+    per_group = params.outputChannels // groups
     y = np.zeros((params.outputChannels, out_h, out_w), dtype=np.float32)
-    for i in range(kh):
-        for j in range(kw):
-            window = padded[:, i:i + sh * (out_h - 1) + 1:sh, j:j + sw * (out_w - 1) + 1:sw]
-            y += np.tensordot(weights[:, :, i, j], window, axes=([1], [0]))
+    for g in range(groups):
+        inputs = padded[g * params.kernelChannels:(g + 1) * params.kernelChannels]
+        outputs = slice(g * per_group, (g + 1) * per_group)
+        for i in range(kh):
+            for j in range(kw):
+                window = inputs[:, i:i + sh * (out_h - 1) + 1:sh, j:j + sw * (out_w - 1) + 1:sw]
+                y[outputs] += np.tensordot(weights[outputs, :, i, j], window, axes=([1], [0]))
     if params.hasBias:
         y += np.asarray(params.bias.floatValue, dtype=np.float32)[:, None, None]
     return y

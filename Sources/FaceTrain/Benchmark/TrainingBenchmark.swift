@@ -1,17 +1,19 @@
 import Foundation
 
-/// Times the engine on ref-small with random data: training steps, batched inference and
+/// Times the engine on a named architecture (ref-small by default) with random data: training steps, batched inference and
 /// batch-1 latency, with FLOP rates, peak memory and how busy the rest of the machine was.
 public enum TrainingBenchmark {
     /// What to measure.
     public struct Configuration: Sendable {
+        /// A name of `ModelDefinition.architectures`.
+        public var architecture = "ref-small"
         public var batchSize = 32
         /// Timed training steps (after `warmupSteps` untimed ones).
         public var steps = 30
         public var warmupSteps = 5
         public var classes = 42
         public var inputSize = 64
-        /// Channels of ref-small's first block (32 is the builtin base's extractor).
+        /// Width of the architecture (32 is the builtin base's extractor).
         public var width = 16
         public var inferenceBatchSize = 64
         /// Seconds spent collecting batch-1 latencies.
@@ -25,6 +27,7 @@ public enum TrainingBenchmark {
 
     /// The measurements; JSON keys are snake_case.
     public struct Result: Sendable, Codable, Equatable {
+        public var architecture: String
         public var trainImagesPerSecond: Double
         public var trainMillisecondsPerStep: Double
         /// CPU time (all threads) per training step: the work, whatever the machine's load.
@@ -48,6 +51,7 @@ public enum TrainingBenchmark {
         public var otherCores: Double
 
         enum CodingKeys: String, CodingKey {
+            case architecture
             case trainImagesPerSecond = "train_images_per_second"
             case trainMillisecondsPerStep = "train_ms_per_step"
             case trainCPUMillisecondsPerStep = "train_cpu_ms_per_step"
@@ -90,7 +94,7 @@ public enum TrainingBenchmark {
     /// Runs the benchmark.
     public static func run(_ configuration: Configuration = Configuration()) throws -> Result {
         let classes = (0..<configuration.classes).map { "class\($0)" }
-        let definition = ModelDefinition.referenceSmall(
+        let definition = try ModelDefinition.architecture(named: configuration.architecture).classifier(
             classLabels: classes, inputSize: configuration.inputSize, width: configuration.width)
         var generator = SplitMix64(seed: configuration.seed)
         let channels = definition.input.channels
@@ -146,7 +150,8 @@ public enum TrainingBenchmark {
         let inferenceImagesPerSecond = Double(configuration.inferenceBatchSize) / median(inferenceTimes)
         let trainGFLOPS = trainImagesPerSecond * flops.trainingPerImage / 1e9
         return Result(
-            trainImagesPerSecond: trainImagesPerSecond, trainMillisecondsPerStep: stepTime * 1e3,
+            architecture: configuration.architecture, trainImagesPerSecond: trainImagesPerSecond,
+            trainMillisecondsPerStep: stepTime * 1e3,
             trainCPUMillisecondsPerStep: cpuPerStep * 1e3, trainGFLOPS: trainGFLOPS,
             trainPeakPercent: peak > 0 ? 100 * trainGFLOPS / peak : 0,
             inferenceImagesPerSecond: inferenceImagesPerSecond,
@@ -188,7 +193,8 @@ public enum TrainingBenchmark {
     }
 }
 
-/// Multiply-add work of a definition, 2 flops per multiply-add, counting conv and linear layers.
+/// Multiply-add work of a definition, 2 flops per multiply-add, counting conv (a grouped one does
+/// 1/groups of the work of an ungrouped one) and linear layers; adds, norms and pools are left out.
 ///
 /// Backward is dWeight for every layer plus dInput for every layer but a leading conv (nobody needs
 /// the gradient of the images): 2 × forward - first conv. ref-small at 64×64 with 42 classes gives
@@ -203,10 +209,11 @@ public struct FLOPCount: Sendable, Equatable {
         var first = 0.0
         for (index, specification) in definition.layers.enumerated() {
             switch specification {
-            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
                 let oh = (shape[2] + 2 * padding - kernelSize) / stride + 1
                 let ow = (shape[3] + 2 * padding - kernelSize) / stride + 1
-                let flops = 2.0 * Double(outputChannels * inputChannels * kernelSize * kernelSize * oh * ow)
+                let flops =
+                    2.0 * Double(outputChannels * (inputChannels / max(groups, 1)) * kernelSize * kernelSize * oh * ow)
                 forward += flops
                 if index == 0 { first = flops }
                 shape = [1, outputChannels, oh, ow]
@@ -217,7 +224,7 @@ public struct FLOPCount: Sendable, Equatable {
                 shape = [1, shape[1], (shape[2] - size) / stride + 1, (shape[3] - size) / stride + 1]
             case .globalAveragePool:
                 shape = [1, shape[1]]
-            case .batchNorm2D, .relu, .dropout, .l2Normalize:
+            case .batchNorm2D, .relu, .dropout, .l2Normalize, .add, .prelu:
                 break
             }
         }

@@ -10,8 +10,10 @@ import Foundation
 /// as "manifest SHA-256"; it cannot be the hash of manifest.json itself, because the export is
 /// one of the `files` and that would be circular. See `canonicalContent` for the exact bytes.
 public struct Manifest: Codable, Sendable, Equatable {
-    /// Layout version of bundles written by this code; readers refuse newer ones.
-    public static let currentFormatVersion = 1
+    /// Newest layout version this code reads; readers refuse newer ones. A bundle is written with
+    /// the oldest version that describes it: 1 for a plain layer stack, 2 when a convolution has
+    /// groups or a layer adds an earlier output (facetrain before 2 could not run those).
+    public static let currentFormatVersion = 2
 
     /// One output of the classifier, in output order.
     public struct ClassEntry: Codable, Sendable, Equatable {
@@ -118,7 +120,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         parentVersion: Int? = nil, createdAt: Date = Date(), blas: String = BLASRuntime.summary
     ) {
         let usersByLabel = Dictionary(users.map { (String($0.id), $0) }, uniquingKeysWith: { first, _ in first })
-        self.formatVersion = Manifest.currentFormatVersion
+        self.formatVersion = definition.layers.map(\.minimumFormatVersion).max() ?? 1
         self.version = version
         self.createdAt = Manifest.timestamp(createdAt)
         self.facetrainVersion = FaceTrainVersion.string
@@ -215,9 +217,10 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// One readable line for a layer.
     public static func summary(of layer: LayerSpecification) -> String {
         switch layer {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
             "Conv2D \(inputChannels)->\(outputChannels), kernel \(kernelSize)x\(kernelSize), "
                 + "stride \(stride), padding \(padding)"
+                + (groups == 1 ? "" : groups == inputChannels ? ", depthwise" : ", \(groups) groups")
         case .batchNorm2D(let channels, let epsilon, let momentum):
             "BatchNorm2D \(channels) channels, epsilon \(epsilon), momentum \(momentum)"
         case .relu:
@@ -232,6 +235,10 @@ public struct Manifest: Codable, Sendable, Equatable {
             "Linear (fully connected) \(inputFeatures)->\(outputFeatures)"
         case .dropout(let rate):
             "Dropout rate \(rate)"
+        case .add(let source):
+            "Add the output of layer \(source)"
+        case .prelu(let channels):
+            "PReLU \(channels) channels"
         }
     }
 }

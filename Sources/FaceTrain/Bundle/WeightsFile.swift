@@ -8,7 +8,8 @@ import Foundation
 /// `color_space`, `preprocess_scale`, `preprocess_bias`, `weight_layout`); one group per layer
 /// named "<index>.<kind>" ("0.conv2d") with a `type` attribute, the layer's hyper-parameters and
 /// a Keras-style `weight_names` attribute (empty for layers without parameters), holding one
-/// float32 dataset per parameter: conv2d `weight` [out,in,kh,kw] and `bias`; batchnorm2d
+/// float32 dataset per parameter: conv2d `weight` [out,in/groups,kh,kw] and `bias` (a `groups`
+/// attribute when grouped); add has a `source` attribute (the layer index whose output it adds); batchnorm2d
 /// `weight` (gamma), `bias` (beta), `running_mean`, `running_var`; linear `weight` [out,in] and
 /// `bias`. Row-major, little-endian, contiguous, uncompressed, no timestamps: the same model
 /// always gives the same bytes.
@@ -161,11 +162,13 @@ public enum WeightsFile {
     private static func writeLayerAttributes(_ layer: LayerSpecification, to group: HDF5File.Group) throws {
         try group.writeString("type", layer.kind)
         switch layer {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
             try group.writeInt32s("channels_in_out", [Int32(inputChannels), Int32(outputChannels)])
             try group.writeInt32s("kernel_size", [Int32(kernelSize), Int32(kernelSize)])
             try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
             try group.writeInt32s("padding", [Int32(padding), Int32(padding)])
+            // Only when grouped, so files of ungrouped models keep their bytes.
+            if groups != 1 { try group.writeInt32s("groups", [Int32(groups)], scalar: true) }
         case .batchNorm2D(_, let epsilon, let momentum):
             try group.writeFloats("epsilon", [epsilon], scalar: true)
             try group.writeFloats("momentum", [momentum], scalar: true)
@@ -176,6 +179,10 @@ public enum WeightsFile {
             try group.writeInt32s("features_in_out", [Int32(inputFeatures), Int32(outputFeatures)])
         case .dropout(let rate):
             try group.writeFloats("rate", [rate], scalar: true)
+        case .add(let source):
+            try group.writeInt32s("source", [Int32(source)], scalar: true)
+        case .prelu(let channels):
+            try group.writeInt32s("channels", [Int32(channels)], scalar: true)
         case .relu, .globalAveragePool, .l2Normalize:
             break
         }

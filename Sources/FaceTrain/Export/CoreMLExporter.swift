@@ -28,7 +28,8 @@ public struct CoreMLExportOptions: Sendable, Equatable {
 }
 
 /// Writes a trained model as a Core ML `.mlmodel`: specification version 1 (iOS 11), a
-/// `neuralNetworkClassifier` of legacy layers with float32 weights, an image input whose
+/// `neuralNetworkClassifier` of legacy layers with float32 weights (convolutions with `nGroups`,
+/// residual `add` layers with two inputs, both in the first specification), an image input whose
 /// normalisation is the image scaler, and `classLabel` / `classProbability` outputs for Vision.
 ///
 /// Field numbers and layouts follow coremltools' `Model.proto`, `NeuralNetwork.proto` and
@@ -125,15 +126,17 @@ public enum CoreMLExporter {
 
     private static func writeLayer(_ step: ExportPlan.Step, to writer: inout ProtobufWriter) {
         writer.writeString(1, step.name)
-        writer.writeString(2, step.input)
+        for input in step.inputs { writer.writeString(2, input) }
         writer.writeString(3, step.output)
         switch step.operation {
         case .convolution(
-            let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let weight, let bias):
+            let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups, let weight,
+            let bias):
             writer.writeMessage(Field.Layer.convolution) { conv in
                 conv.writeUnsigned(1, UInt64(outputChannels))
-                conv.writeUnsigned(2, UInt64(inputChannels))
-                conv.writeUnsigned(10, 1)
+                // kernelChannels: the input channels each group sees.
+                conv.writeUnsigned(2, UInt64(inputChannels / groups))
+                conv.writeUnsigned(10, UInt64(groups))
                 conv.writePackedUnsigned(20, [UInt64(kernelSize), UInt64(kernelSize)])
                 conv.writePackedUnsigned(30, [UInt64(stride), UInt64(stride)])
                 conv.writePackedUnsigned(40, [1, 1])
@@ -157,6 +160,11 @@ public enum CoreMLExporter {
             }
         case .relu:
             writer.writeMessage(Field.Layer.activation) { $0.writeMessage(10) { _ in } }
+        case .prelu(_, _, let slopes):
+            // ActivationParams.PReLU (25) { alpha (1): WeightParams }, one slope per channel (axis -3).
+            writer.writeMessage(Field.Layer.activation) { activation in
+                activation.writeMessage(25) { prelu in prelu.writeMessage(1) { $0.writePackedFloats(1, slopes) } }
+            }
         case .l2Normalize:
             // y = x / sqrt(Σx² + ε) over C×H×W; ε must be non-zero (0 reads as unset).
             writer.writeMessage(Field.Layer.l2normalize) { $0.writeFloat(1, 1e-12) }
@@ -191,6 +199,9 @@ public enum CoreMLExporter {
             }
         case .softmax:
             writer.writeMessage(Field.Layer.softmax) { _ in }
+        case .add:
+            // AddLayerParams: the sum of the inputs (its alpha is only added to a single input).
+            writer.writeMessage(Field.Layer.add) { _ in }
         }
     }
 
@@ -245,6 +256,7 @@ public enum CoreMLExporter {
             static let innerProduct = 140
             static let batchnorm = 160
             static let softmax = 175
+            static let add = 230
             static let flatten = 301
         }
         /// DictionaryFeatureType.stringKeyType.

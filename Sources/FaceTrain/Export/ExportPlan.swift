@@ -40,10 +40,11 @@ public struct ExportNaming: Sendable, Equatable {
 /// A trained model checked and translated into the operations both export formats share:
 /// dropout removed, a flatten inserted before the first linear layer, softmax appended,
 /// every layer and blob named and every tensor shape checked against the data flowing in.
+/// A residual add reads two blobs: the previous step's output and the earlier layer's.
 struct ExportPlan {
     enum Operation {
         case convolution(
-            inputChannels: Int, outputChannels: Int, kernelSize: Int, stride: Int, padding: Int,
+            inputChannels: Int, outputChannels: Int, kernelSize: Int, stride: Int, padding: Int, groups: Int,
             weight: [Float], bias: [Float])
         case batchNorm(channels: Int, epsilon: Float, gamma: [Float], beta: [Float], mean: [Float], variance: [Float])
         case relu
@@ -54,12 +55,16 @@ struct ExportPlan {
         case flatten
         case innerProduct(inputFeatures: Int, outputFeatures: Int, weight: [Float], bias: [Float])
         case softmax
+        /// Elementwise sum of the two inputs.
+        case add
+        /// x where x > 0, else slope[c]·x; `spatial` when the data is [C, H, W] rather than [features].
+        case prelu(channels: Int, spatial: Bool, slopes: [Float])
     }
 
-    /// One exported layer: a name, one input blob, one output blob.
+    /// One exported layer: a name, its input blobs (two for an add), one output blob.
     struct Step {
         var name: String
-        var input: String
+        var inputs: [String]
         var output: String
         var operation: Operation
         /// ONNX initializer names of the layer's tensors, in parameter order.
@@ -67,7 +72,7 @@ struct ExportPlan {
     }
 
     /// The shape of the data between layers, batch left out.
-    private enum DataShape {
+    private enum DataShape: Equatable {
         case spatial(channels: Int, height: Int, width: Int)
         case flat(features: Int)
     }
@@ -85,7 +90,11 @@ struct ExportPlan {
             throw .weightCountMismatch(layers: definition.layers.count, weights: model.weights.count)
         }
 
-        var pending: [(name: String, operation: Operation, tensorSuffixes: [String])] = []
+        // `shortcut`: the pending step whose output an add reads besides the previous one's (-1: the input).
+        var pending: [(name: String, operation: Operation, tensorSuffixes: [String], shortcut: Int?)] = []
+        // Per layer: the pending step that produces its output (-1: the input), and that output's shape.
+        var producers: [Int] = []
+        var shapes: [DataShape] = []
         var shape = DataShape.spatial(
             channels: definition.input.channels, height: definition.input.height, width: definition.input.width)
         var lastLayer: String?
@@ -93,10 +102,25 @@ struct ExportPlan {
         for (index, layer) in definition.layers.enumerated() {
             let name = definition.layerNames[index]
             let parameters = try Self.parameters(of: layer, named: name, index: index, weights: model.weights[index])
-            if case .dropout = layer { continue }
+            if case .dropout = layer {
+                producers.append(pending.count - 1)
+                shapes.append(shape)
+                continue
+            }
             if case .linear = layer, case .spatial(let channels, let height, let width) = shape {
-                pending.append(("flatten", .flatten, []))
+                pending.append(("flatten", .flatten, [], nil))
                 shape = .flat(features: channels * height * width)
+            }
+            var shortcut: Int?
+            if case .add(let source) = layer {
+                guard (0..<index).contains(source) else {
+                    throw .invalidLayer(layer: name, reason: "it adds layer \(source), which is not an earlier layer")
+                }
+                guard shapes[source] == shape else {
+                    throw .invalidLayer(
+                        layer: name, reason: "it adds layer \(source)'s output, whose shape differs from its input's")
+                }
+                shortcut = producers[source]
             }
             var operation = try Self.operation(for: layer, named: name, parameters: parameters, shape: &shape)
             if case .l2Normalize(let scale) = layer {
@@ -119,7 +143,9 @@ struct ExportPlan {
             } else {
                 suffixes = layer.parameterShapes.map(\.name)
             }
-            pending.append((name, operation, suffixes))
+            pending.append((name, operation, suffixes, shortcut))
+            producers.append(pending.count - 1)
+            shapes.append(shape)
             lastLayer = name
         }
         guard case .innerProduct(_, let networkOutputs, _, _)? = pending.last?.operation else {
@@ -128,7 +154,7 @@ struct ExportPlan {
         guard networkOutputs == definition.classLabels.count else {
             throw .labelCountMismatch(labels: definition.classLabels.count, outputs: networkOutputs)
         }
-        pending.append(("softmax", .softmax, []))
+        pending.append(("softmax", .softmax, [], nil))
 
         let layerNames = naming.layerNames ?? pending.map(\.name)
         let blobNames = naming.blobNames ?? layerNames.dropLast().map { "\($0)_out" }
@@ -141,10 +167,12 @@ struct ExportPlan {
         var steps: [Step] = []
         for (index, layer) in pending.enumerated() {
             let name = layerNames[index]
+            let previous = index == 0 ? naming.inputName : outputs[index - 1]
+            let shortcut = layer.shortcut.map { $0 < 0 ? naming.inputName : outputs[$0] }
             steps.append(
                 Step(
                     name: name,
-                    input: index == 0 ? naming.inputName : outputs[index - 1],
+                    inputs: [previous] + (shortcut.map { [$0] } ?? []),
                     output: outputs[index],
                     operation: layer.operation,
                     tensorNames: layer.tensorSuffixes.map { "\(name).\($0)" }))
@@ -263,11 +291,16 @@ struct ExportPlan {
     ) throws(ExportError) -> Operation {
         switch (layer, shape) {
         case (
-            .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding),
+            .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups),
             .spatial(let channels, let height, let width)
         ):
             guard inputChannels == channels else {
                 throw .invalidLayer(layer: name, reason: "it expects \(inputChannels) channels but gets \(channels)")
+            }
+            guard groups >= 1, inputChannels % groups == 0, outputChannels % groups == 0 else {
+                throw .invalidLayer(
+                    layer: name,
+                    reason: "\(groups) groups do not divide \(inputChannels) -> \(outputChannels) channels")
             }
             guard kernelSize > 0, stride > 0, padding >= 0, padding < kernelSize else {
                 throw .invalidLayer(
@@ -284,7 +317,8 @@ struct ExportPlan {
             shape = .spatial(channels: outputChannels, height: outHeight, width: outWidth)
             return .convolution(
                 inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
-                padding: padding, weight: parameters["weight", default: []], bias: parameters["bias", default: []])
+                padding: padding, groups: groups, weight: parameters["weight", default: []],
+                bias: parameters["bias", default: []])
         case (.batchNorm2D(let channels, let epsilon, _), .spatial(let incoming, _, _)):
             guard channels == incoming else {
                 throw .invalidLayer(layer: name, reason: "it normalises \(channels) channels but gets \(incoming)")
@@ -299,6 +333,16 @@ struct ExportPlan {
                 variance: parameters["running_var", default: []])
         case (.relu, _):
             return .relu
+        case (.add, _):
+            return .add
+        case (.prelu(let channels), .spatial(let incoming, _, _)), (.prelu(let channels), .flat(let incoming)):
+            guard channels == incoming else {
+                throw .invalidLayer(layer: name, reason: "it has \(channels) slopes but gets \(incoming) channels")
+            }
+            if case .spatial = shape {
+                return .prelu(channels: channels, spatial: true, slopes: parameters["weight", default: []])
+            }
+            return .prelu(channels: channels, spatial: false, slopes: parameters["weight", default: []])
         case (.l2Normalize, _):
             return .l2Normalize
         case (.maxPool2D(let size, let stride), .spatial(let channels, let height, let width)):

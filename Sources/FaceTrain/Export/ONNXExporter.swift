@@ -28,7 +28,8 @@ public struct ONNXExportOptions: Sendable, Equatable {
 
 /// Writes a trained model as ONNX (opset 13, IR version 7): one float32 NCHW input of raw 0...255
 /// pixels (RGB order, batch dimension "N"), the normalisation as Mul + Add in the graph, the
-/// layers as Conv / BatchNormalization / Relu / MaxPool / GlobalAveragePool / Flatten / Gemm, and
+/// layers as Conv (with `group` when grouped) / BatchNormalization / Relu / MaxPool /
+/// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs) / PRelu, and
 /// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
 ///
 /// Field numbers follow `onnx.proto` (proto2: fields that are set are written even when zero), as
@@ -119,8 +120,7 @@ public enum ONNXExporter {
             inputs: [Preprocessing.scaled, Preprocessing.biasTensor], output: Preprocessing.output,
             name: Preprocessing.addNode, operator: "Add", to: &graph)
         for step in plan.steps {
-            let stepInput = step.input == input ? Preprocessing.output : step.input
-            writeStep(step, input: stepInput, to: &graph)
+            writeStep(step, inputs: step.inputs.map { $0 == input ? Preprocessing.output : $0 }, to: &graph)
         }
         graph.writeString(2, name, always: true)
 
@@ -140,11 +140,11 @@ public enum ONNXExporter {
         writeValueInfo(12, name: plan.naming.probabilitiesName, dims: [batch, .fixed(plan.classCount)], to: &graph)
     }
 
-    private static func writeStep(_ step: ExportPlan.Step, input: String, to graph: inout ProtobufWriter) {
-        let inputs = [input] + step.tensorNames
+    private static func writeStep(_ step: ExportPlan.Step, inputs blobs: [String], to graph: inout ProtobufWriter) {
+        let inputs = blobs + step.tensorNames
         let (operatorName, attributes): (String, [Attribute]) =
             switch step.operation {
-            case .convolution(_, _, let kernelSize, let stride, let padding, _, _):
+            case .convolution(_, _, let kernelSize, let stride, let padding, let groups, _, _):
                 (
                     "Conv",
                     [
@@ -152,7 +152,13 @@ public enum ONNXExporter {
                         .ints("pads", [padding, padding, padding, padding]),
                         .ints("strides", [stride, stride]),
                     ]
+                        // `group` defaults to 1; left out then, so ungrouped models keep their bytes.
+                        + (groups == 1 ? [] : [.int("group", groups)])
                 )
+            case .add:
+                ("Add", [])
+            case .prelu:
+                ("PRelu", [])
             case .batchNorm(_, let epsilon, _, _, _, _):
                 ("BatchNormalization", [.float("epsilon", epsilon)])
             case .relu:
@@ -178,13 +184,16 @@ public enum ONNXExporter {
     /// The layer's tensors with their ONNX shapes, in parameter order (matching `Step.tensorNames`).
     private static func tensors(of operation: ExportPlan.Operation) -> [([Int], [Float])] {
         switch operation {
-        case .convolution(let inputChannels, let outputChannels, let kernelSize, _, _, let weight, let bias):
-            [([outputChannels, inputChannels, kernelSize, kernelSize], weight), ([outputChannels], bias)]
+        case .convolution(let inputChannels, let outputChannels, let kernelSize, _, _, let groups, let weight, let bias):
+            [([outputChannels, inputChannels / groups, kernelSize, kernelSize], weight), ([outputChannels], bias)]
         case .batchNorm(let channels, _, let gamma, let beta, let mean, let variance):
             [([channels], gamma), ([channels], beta), ([channels], mean), ([channels], variance)]
         case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
             [([outputFeatures, inputFeatures], weight), ([outputFeatures], bias)]
-        case .relu, .l2Normalize, .maxPool, .globalAveragePool, .flatten, .softmax:
+        case .prelu(let channels, let spatial, let slopes):
+            // Broadcast against [N, C, H, W] needs [C, 1, 1]; against [N, F], [F].
+            [(spatial ? [channels, 1, 1] : [channels], slopes)]
+        case .relu, .l2Normalize, .maxPool, .globalAveragePool, .flatten, .softmax, .add:
             []
         }
     }

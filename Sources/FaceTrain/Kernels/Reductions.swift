@@ -1,4 +1,4 @@
-/// Vectorised sums. Swift does not reassociate floating-point adds, so a plain loop runs one add
+/// Vectorised sums and adds. Swift does not reassociate floating-point adds, so a plain loop runs one add
 /// per 4 cycles; these keep 16 independent lanes instead.
 
 /// Σ x[i] over `count` floats.
@@ -68,4 +68,22 @@ func dot(_ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>, count: Int) -> Fl
         index += 1
     }
     return total
+}
+
+/// y[i] += x[i] over `count` floats (residual adds, gradients from several consumers).
+@inline(__always)
+func addInPlace(_ y: UnsafeMutablePointer<Float>, _ x: UnsafePointer<Float>, count: Int) {
+    var index = 0
+    let (source, target) = (UnsafeRawPointer(x), UnsafeMutableRawPointer(y))
+    while index + 8 <= count {
+        let sum =
+            target.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
+            + source.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
+        target.storeBytes(of: sum, toByteOffset: index * 4, as: SIMD8<Float>.self)
+        index += 8
+    }
+    while index < count {
+        y[index] += x[index]
+        index += 1
+    }
 }

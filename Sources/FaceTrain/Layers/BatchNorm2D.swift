@@ -157,9 +157,10 @@ public struct BatchNorm2D: Layer {
                 gamma: gamma.baseAddress!, mean: mean, inverseStandardDeviation: inverseStandardDeviation,
                 sumGradient: sumGradient, sumGradientTimesCenteredX: sumCentered, valuesPerChannel: batch * pixels)
         }
-        weight.gradient = Tensor(
-            shape: [channels], scalars: (0..<channels).map { Float(sumCentered[$0]) * inverseStandardDeviation[$0] })
-        bias.gradient = Tensor(shape: [channels], scalars: sumGradient.map { Float($0) })
+        for channel in 0..<channels {
+            weight.gradient.scalars[channel] += Float(sumCentered[channel]) * inverseStandardDeviation[channel]
+            bias.gradient.scalars[channel] += Float(sumGradient[channel])
+        }
         return input.scalars.withUnsafeBufferPointer { x in
             outputGradient.scalars.withUnsafeBufferPointer { dy in
                 Tensor(shape: input.shape) { dx in

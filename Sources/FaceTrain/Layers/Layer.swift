@@ -8,7 +8,8 @@ public struct Parameter: Sendable, Equatable {
     /// False for batch-norm running statistics: saved and exported, never touched by optimizers.
     public let isTrainable: Bool
     public var value: Tensor
-    /// Same shape as `value`; zeros until the first `backward` (always zeros when not trainable).
+    /// Same shape as `value`; what `backward` passes have added since the last zeroing (always
+    /// zeros when not trainable).
     public var gradient: Tensor
 
     /// A parameter with a zero gradient.
@@ -26,8 +27,10 @@ public struct Parameter: Sendable, Equatable {
 
 /// One step of a network.
 ///
-/// `forward` keeps what `backward` needs; `backward` takes dLoss/dOutput, SETS (does not add to)
-/// the gradient of every parameter for this batch and returns dLoss/dInput.
+/// `forward` keeps what `backward` needs; `backward` takes dLoss/dOutput, ADDS this batch's
+/// gradient to every parameter's `gradient` and returns dLoss/dInput. Adding lets one parameter
+/// collect gradient from several uses or batches; trainers zero the gradients before each
+/// backward (`Network.zeroGradients()`).
 public protocol Layer: Sendable, CustomStringConvertible {
     /// The manifest form of this layer.
     var specification: LayerSpecification { get }

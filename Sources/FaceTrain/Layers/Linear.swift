@@ -49,24 +49,22 @@ public struct Linear: WeightAndBiasLayer {
         }
     }
 
-    /// dW = dyᵀ·x, db = Σ_N dy, dx = dy·W (dx keeps the input's shape).
+    /// dW += dyᵀ·x, db += Σ_N dy; returns dx = dy·W (dx keeps the input's shape).
     public mutating func backward(_ outputGradient: Tensor) -> Tensor {
         let batch = input.shape[0]
         let (n, k) = (outputFeatures, inputFeatures)
         return input.scalars.withUnsafeBufferPointer { x in
             weight.value.scalars.withUnsafeBufferPointer { w in
                 outputGradient.scalars.withUnsafeBufferPointer { dy in
-                    weight.gradient = Tensor(shape: [n, k]) { dw in
+                    weight.gradient.scalars.withUnsafeMutableBufferPointer { dw in
                         gemm(
                             transposeA: true, transposeB: false, m: n, n: k, k: batch, a: dy.baseAddress!,
-                            b: x.baseAddress!, c: dw)
+                            b: x.baseAddress!, beta: 1, c: dw.baseAddress!)
                     }
-                    bias.gradient = Tensor(shape: [n]) { db in
-                        for feature in 0..<n {
-                            var total: Float = 0
-                            for row in 0..<batch { total += dy[row * n + feature] }
-                            db[feature] = total
-                        }
+                    for feature in 0..<n {
+                        var total: Float = 0
+                        for row in 0..<batch { total += dy[row * n + feature] }
+                        bias.gradient.scalars[feature] += total
                     }
                     return Tensor(shape: input.shape) { dx in
                         gemm(

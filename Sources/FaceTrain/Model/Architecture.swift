@@ -40,17 +40,128 @@ extension ModelDefinition {
 }
 
 extension ModelDefinition {
-    /// Architectures a base extractor can be pretrained with, by name.
-    public static let extractorArchitectures = ["ref-small"]
+    /// `mobile-face`: a MobileFaceNet-like network (Chen et al. 2018, arXiv:1804.07573) sized for
+    /// 64-px crops. A stem Conv 3x3 / 2 (2·width channels) and a depthwise 3x3; inverted
+    /// bottlenecks (1x1 expansion + BatchNorm + ReLU, depthwise 3x3 + BatchNorm + ReLU, 1x1
+    /// projection + BatchNorm, plus the block's input when the shapes match) in five stages,
+    /// (expansion, channels, repeats, first stride) = (2, 2w, 2, 2), (4, 4w, 1, 2), (2, 4w, 3, 1),
+    /// (4, 4w, 1, 2), (2, 4w, 2, 1), which take 32x32 to 4x4; Conv 1x1 to the 8·width embedding
+    /// channels + BatchNorm + ReLU, global average pooling, the BN neck, the embedding scaled to
+    /// length 16 and Linear to the classes: the same tail as ref-small, so fit and pretrain treat
+    /// both alike. ReLU rather than PReLU, and fewer repeats than MobileFaceNet's 112-px network.
+    public static func mobileFace(
+        classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 32
+    ) -> ModelDefinition {
+        var layers: [LayerSpecification] = []
+        func convolution(_ inputs: Int, _ outputs: Int, kernel: Int, stride: Int = 1, groups: Int = 1, relu: Bool) {
+            layers += [
+                .conv2D(
+                    inputChannels: inputs, outputChannels: outputs, kernelSize: kernel, stride: stride,
+                    padding: kernel / 2, groups: groups),
+                .batchNorm2D(channels: outputs, epsilon: 1e-5, momentum: 0.1),
+            ]
+            if relu { layers.append(.relu) }
+        }
+        let stem = 2 * width
+        convolution(channels, stem, kernel: 3, stride: 2, relu: true)
+        convolution(stem, stem, kernel: 3, groups: stem, relu: true)
+        var current = stem
+        let stages = [
+            (2, 2 * width, 2, 2), (4, 4 * width, 1, 2), (2, 4 * width, 3, 1), (4, 4 * width, 1, 2),
+            (2, 4 * width, 2, 1),
+        ]
+        for (expansion, outputs, repeats, firstStride) in stages {
+            for block in 0..<repeats {
+                let stride = block == 0 ? firstStride : 1
+                let blockInput = layers.count - 1
+                let expanded = current * expansion
+                convolution(current, expanded, kernel: 1, relu: true)
+                convolution(expanded, expanded, kernel: 3, stride: stride, groups: expanded, relu: true)
+                convolution(expanded, outputs, kernel: 1, relu: false)
+                if stride == 1 && current == outputs { layers.append(.add(source: blockInput)) }
+                current = outputs
+            }
+        }
+        let embedding = width * 8
+        convolution(current, embedding, kernel: 1, relu: true)
+        layers += [
+            .globalAveragePool,
+            .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
+            .l2Normalize(scale: 16),
+            .linear(inputFeatures: embedding, outputFeatures: classLabels.count),
+        ]
+        return ModelDefinition(
+            input: InputSpecification(width: inputSize, height: inputSize, channels: channels),
+            layers: layers,
+            classLabels: classLabels)
+    }
+}
 
-    /// The extractor part of an architecture: input to the batch-normalised embedding, without
-    /// the normalisation and the classifier that `fit` adds. Its layers are the first layers of
-    /// the classifier of the same architecture, with the same names, so its weights load into it.
-    public static func extractor(architecture: String, inputSize: Int, width: Int) -> ModelDefinition {
-        precondition(extractorArchitectures.contains(architecture), "unknown architecture \(architecture)")
-        var definition = referenceSmall(classLabels: ["1"], inputSize: inputSize, channels: 3, width: width)
+/// An architecture by name: what `--architecture NAME` builds, for `fit`, `pretrain`, `bench` and
+/// `facetrain architectures`.
+public struct NamedArchitecture: Sendable {
+    public let name: String
+    /// One line for listings.
+    public let summary: String
+    let build: @Sendable (_ classLabels: [String], _ inputSize: Int, _ channels: Int, _ width: Int) -> ModelDefinition
+
+    /// The classifier over `classLabels`: the extractor, the embedding's normalisation and Linear.
+    public func classifier(classLabels: [String], inputSize: Int, channels: Int = 3, width: Int) -> ModelDefinition {
+        build(classLabels, inputSize, channels, width)
+    }
+
+    /// The extractor part: input to the batch-normalised embedding, without the normalisation and the
+    /// classifier that `fit` adds. Its layers are the first layers of the classifier, with the same
+    /// names, so its weights load into it.
+    public func extractor(inputSize: Int, width: Int) -> ModelDefinition {
+        var definition = build(["1"], inputSize, 3, width)
         definition.layers.removeLast(2)
         definition.classLabels = []
         return definition
+    }
+}
+
+/// `--architecture` names no known architecture.
+public struct UnknownArchitectureError: Error, CustomStringConvertible, Equatable {
+    public let name: String
+
+    public var description: String {
+        "architecture '\(name)' is not known; known: "
+            + ModelDefinition.architectures.map(\.name).joined(separator: ", ")
+            + ".\nHINT: `facetrain architectures` lists them with their sizes."
+    }
+}
+
+extension ModelDefinition {
+    /// Every named architecture, in listing order.
+    public static let architectures: [NamedArchitecture] = [
+        NamedArchitecture(
+            name: "ref-small",
+            summary:
+                "plain stack: 3 conv 3x3 + batch norm + ReLU + 2x2 max-pool blocks, conv to 8x width, pooled, BN neck",
+            build: { referenceSmall(classLabels: $0, inputSize: $1, channels: $2, width: $3) }),
+        NamedArchitecture(
+            name: "mobile-face",
+            summary: "MobileFaceNet-like: depthwise-separable inverted bottlenecks with residual adds, pooled, BN neck",
+            build: { mobileFace(classLabels: $0, inputSize: $1, channels: $2, width: $3) }),
+    ]
+
+    /// The architecture called `name`.
+    public static func architecture(named name: String) throws(UnknownArchitectureError) -> NamedArchitecture {
+        guard let found = architectures.first(where: { $0.name == name }) else {
+            throw UnknownArchitectureError(name: name)
+        }
+        return found
+    }
+
+    /// Architectures a base extractor can be pretrained with, by name.
+    public static var extractorArchitectures: [String] { architectures.map(\.name) }
+
+    /// The extractor of a known architecture (see `NamedArchitecture.extractor`).
+    public static func extractor(architecture: String, inputSize: Int, width: Int) -> ModelDefinition {
+        guard let named = try? Self.architecture(named: architecture) else {
+            preconditionFailure("unknown architecture \(architecture)")
+        }
+        return named.extractor(inputSize: inputSize, width: width)
     }
 }

@@ -28,12 +28,19 @@ public struct InputSpecification: Codable, Sendable, Equatable {
 /// One layer of a network, as the manifest lists it and the exporters translate it.
 ///
 /// Parameters per kind, in this order and with these names (shapes in brackets):
-/// - conv2D: `weight` [out, in, k, k], `bias` [out]
+/// - conv2D: `weight` [out, in / groups, k, k], `bias` [out]
 /// - batchNorm2D: `weight` (gamma) [c], `bias` (beta) [c], `running_mean` [c], `running_var` [c]
 /// - linear (fully connected): `weight` [out, in], `bias` [out]
+/// - prelu: `weight` (the slopes of the negative side) [c]
 /// - the others have none.
+///
+/// The network is a list, and a layer reads the output of the layer before it; `add` also reads
+/// the output of an earlier layer, named by its index in the list (the same index that names its
+/// weights, "3.conv2d"), which makes residual blocks.
 public enum LayerSpecification: Codable, Sendable, Equatable {
-    case conv2D(inputChannels: Int, outputChannels: Int, kernelSize: Int, stride: Int, padding: Int)
+    /// `groups` splits the channels into that many independent convolutions (ONNX `group`, Core ML
+    /// `nGroups`); groups == inputChannels is a depthwise convolution.
+    case conv2D(inputChannels: Int, outputChannels: Int, kernelSize: Int, stride: Int, padding: Int, groups: Int = 1)
     case batchNorm2D(channels: Int, epsilon: Float, momentum: Float)
     case relu
     case maxPool2D(size: Int, stride: Int)
@@ -42,6 +49,10 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     case l2Normalize(scale: Float)
     case linear(inputFeatures: Int, outputFeatures: Int)
     case dropout(rate: Float)
+    /// Its input plus the output of layer `source` (an earlier index), of the same shape.
+    case add(source: Int)
+    /// Parametric ReLU: y = x for x > 0, else slope[c]·x, one learnt slope per channel.
+    case prelu(channels: Int)
 
     /// Short lowercase kind used in parameter names ("0.conv2d.weight") and HDF5 group names.
     public var kind: String {
@@ -54,21 +65,103 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case .l2Normalize: "l2normalize"
         case .linear: "linear"
         case .dropout: "dropout"
+        case .add: "add"
+        case .prelu: "prelu"
         }
     }
 
     /// Names and shapes of the layer's saved tensors, in file order.
     public var parameterShapes: [(name: String, shape: [Int])] {
         switch self {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, _, _):
-            [("weight", [outputChannels, inputChannels, kernelSize, kernelSize]), ("bias", [outputChannels])]
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, _, _, let groups):
+            [
+                ("weight", [outputChannels, inputChannels / max(groups, 1), kernelSize, kernelSize]),
+                ("bias", [outputChannels]),
+            ]
         case .batchNorm2D(let channels, _, _):
             [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]
         case .linear(let inputFeatures, let outputFeatures):
             [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
-        case .relu, .maxPool2D, .globalAveragePool, .l2Normalize, .dropout:
+        case .prelu(let channels):
+            [("weight", [channels])]
+        case .relu, .maxPool2D, .globalAveragePool, .l2Normalize, .dropout, .add:
             []
         }
+    }
+
+    /// The earlier layer whose output this one reads besides its input (`add`), if any.
+    public var shortcutSource: Int? {
+        if case .add(let source) = self { source } else { nil }
+    }
+
+    /// The oldest manifest format that can describe this layer: 2 for grouped convolutions,
+    /// residual adds and PReLU, which facetrain before format 2 does not know.
+    var minimumFormatVersion: Int {
+        switch self {
+        case .conv2D(_, _, _, _, _, let groups) where groups != 1: 2
+        case .add, .prelu: 2
+        default: 1
+        }
+    }
+
+    // MARK: - Coding
+
+    // The manifest's JSON: one key per kind holding the labelled values, as Swift's synthesised
+    // coding writes it, except that `groups` is left out when it is 1, so manifests written before
+    // grouped convolutions existed decode (as groups 1) and re-encode to the same bytes.
+    private enum Stored: Codable {
+        case conv2D(inputChannels: Int, outputChannels: Int, kernelSize: Int, stride: Int, padding: Int, groups: Int?)
+        case batchNorm2D(channels: Int, epsilon: Float, momentum: Float)
+        case relu
+        case maxPool2D(size: Int, stride: Int)
+        case globalAveragePool
+        case l2Normalize(scale: Float)
+        case linear(inputFeatures: Int, outputFeatures: Int)
+        case dropout(rate: Float)
+        case add(source: Int)
+        case prelu(channels: Int)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        switch try Stored(from: decoder) {
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
+            self = .conv2D(
+                inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
+                padding: padding, groups: groups ?? 1)
+        case .batchNorm2D(let channels, let epsilon, let momentum):
+            self = .batchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum)
+        case .relu: self = .relu
+        case .maxPool2D(let size, let stride): self = .maxPool2D(size: size, stride: stride)
+        case .globalAveragePool: self = .globalAveragePool
+        case .l2Normalize(let scale): self = .l2Normalize(scale: scale)
+        case .linear(let inputFeatures, let outputFeatures):
+            self = .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
+        case .dropout(let rate): self = .dropout(rate: rate)
+        case .add(let source): self = .add(source: source)
+        case .prelu(let channels): self = .prelu(channels: channels)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        let stored: Stored =
+            switch self {
+            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
+                .conv2D(
+                    inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize,
+                    stride: stride, padding: padding, groups: groups == 1 ? nil : groups)
+            case .batchNorm2D(let channels, let epsilon, let momentum):
+                .batchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum)
+            case .relu: .relu
+            case .maxPool2D(let size, let stride): .maxPool2D(size: size, stride: stride)
+            case .globalAveragePool: .globalAveragePool
+            case .l2Normalize(let scale): .l2Normalize(scale: scale)
+            case .linear(let inputFeatures, let outputFeatures):
+                .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
+            case .dropout(let rate): .dropout(rate: rate)
+            case .add(let source): .add(source: source)
+            case .prelu(let channels): .prelu(channels: channels)
+            }
+        try stored.encode(to: encoder)
     }
 }
 

@@ -1,4 +1,5 @@
-/// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage.
+/// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage;
+/// the convolution is ungrouped (im2col + GEMM) or depthwise (the direct kernel).
 ///
 /// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
 /// im2col + GEMM and the per-channel moments while the output is in cache; then one pass that
@@ -49,7 +50,11 @@ struct ConvolutionBlock: Sendable {
         mode: Mode, output: UnsafeMutablePointer<Float>
     ) {
         let g = conv.geometry(for: inputShape)
-        let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
+        let depthwise = conv.isDepthwise
+        // The depthwise kernel reads the image directly: no column matrix.
+        let (batch, f, pixels, patch) = (
+            inputShape[0], conv.outputChannels, g.outputPixels, depthwise ? 0 : g.patchSize
+        )
         let (h, w) = (g.outputHeight, g.outputWidth)
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let training = mode == .training
@@ -78,10 +83,16 @@ struct ConvolutionBlock: Sendable {
                 Parallel.forEach(chunks.count) { chunk in
                     for image in chunks[chunk] {
                         let y = x + image * outputSize
-                        convolutionForward(
-                            image: input + image * inputSize, geometry: g, outputChannels: f,
-                            weight: weight.baseAddress!, bias: bias.baseAddress!,
-                            columns: columns + chunk * patch * pixels, output: y)
+                        if depthwise {
+                            depthwiseConvolutionForward(
+                                image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
+                        } else {
+                            convolutionForward(
+                                image: input + image * inputSize, geometry: g, outputChannels: f,
+                                weight: weight.baseAddress!, bias: bias.baseAddress!,
+                                columns: columns + chunk * patch * pixels, output: y)
+                        }
                         if training {
                             channelMoments(
                                 y, channels: f, pixels: pixels, means: moments + image * 2 * f,
@@ -152,7 +163,7 @@ struct ConvolutionBlock: Sendable {
         }
     }
 
-    /// Sets the conv and batch-norm gradients and, when `inputGradient` is given, writes dInput.
+    /// Adds to the conv and batch-norm gradients and, when `inputGradient` is given, writes dInput.
     ///
     /// `output` is what `forward` wrote (the ReLU mask comes from it); `outputGradient` has its shape.
     mutating func backward(
@@ -161,7 +172,10 @@ struct ConvolutionBlock: Sendable {
         inputGradient: UnsafeMutablePointer<Float>?
     ) {
         let g = conv.geometry(for: inputShape)
-        let (batch, f, pixels, patch) = (inputShape[0], conv.outputChannels, g.outputPixels, g.patchSize)
+        let depthwise = conv.isDepthwise
+        let (batch, f, pixels, patch) = (
+            inputShape[0], conv.outputChannels, g.outputPixels, depthwise ? 0 : g.patchSize
+        )
         let (h, w) = (g.outputHeight, g.outputWidth)
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let pooledSize = Self.outputShape(convolutionOutput: [1, f, h, w], pooling: pooling).reduce(1, *)
@@ -209,8 +223,10 @@ struct ConvolutionBlock: Sendable {
             }
         }
         let invstd = inverseStandardDeviation
-        norm.weight.gradient = Tensor(shape: [f], scalars: (0..<f).map { Float(sumCentered[$0]) * invstd[$0] })
-        norm.bias.gradient = Tensor(shape: [f], scalars: sumGradient.map { Float($0) })
+        for channel in 0..<f {
+            norm.weight.gradient.scalars[channel] += Float(sumCentered[channel]) * invstd[channel]
+            norm.bias.gradient.scalars[channel] += Float(sumGradient[channel])
+        }
         let coefficients = norm.weight.value.scalars.withUnsafeBufferPointer { gamma in
             BatchNormGradientCoefficients(
                 gamma: gamma.baseAddress!, mean: mean, inverseStandardDeviation: invstd, sumGradient: sumGradient,
@@ -219,7 +235,7 @@ struct ConvolutionBlock: Sendable {
 
         // Phase B: per image, dY of the conv, then its GEMMs; partial dW, dBias per chunk.
         let columnSize = patch * pixels
-        let weightSize = f * patch
+        let weightSize = conv.weight.value.count
         let perChunk = 2 * columnSize + outputSize + weightSize + f
         scratch.resize(chunks.count * perChunk)
         let base = scratch.mutablePointer()
@@ -249,6 +265,13 @@ struct ConvolutionBlock: Sendable {
                                 xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi,
                                 coefficients: coefficients, inputGradient: dy)
                         }
+                        if depthwise {
+                            depthwiseConvolutionBackward(
+                                image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                weight: weight, outputGradient: dy, weightGradient: weightGradient,
+                                biasGradient: biasGradient, inputGradient: inputGradient.map { $0 + image * inputSize })
+                            continue
+                        }
                         convolutionBackward(
                             image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,
                             outputGradient: dy, columns: columns, columnGradient: columnGradient,
@@ -259,11 +282,14 @@ struct ConvolutionBlock: Sendable {
             }
         }
         let dWeightOffset = 2 * columnSize + outputSize
-        conv.weight.gradient = Tensor(shape: conv.weight.value.shape) { dw in
-            sumChunks(base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw)
+        conv.weight.gradient.scalars.withUnsafeMutableBufferPointer { dw in
+            addChunks(
+                base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw.baseAddress!)
         }
-        conv.bias.gradient = Tensor(shape: [f]) { db in
-            sumChunks(base + dWeightOffset + weightSize, count: f, chunks: chunks.count, stride: perChunk, into: db)
+        conv.bias.gradient.scalars.withUnsafeMutableBufferPointer { db in
+            addChunks(
+                base + dWeightOffset + weightSize, count: f, chunks: chunks.count, stride: perChunk,
+                into: db.baseAddress!)
         }
     }
 }

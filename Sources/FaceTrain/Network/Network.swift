@@ -3,8 +3,11 @@ import Foundation
 /// A network built from a `ModelDefinition`: its layers in order, run forward and backward.
 ///
 /// `layers` is exactly the definition's layer list. Internally, each Conv2D → BatchNorm2D → ReLU
-/// (→ MaxPool 2×2 or global average pool) run executes as one fused `ConvolutionBlock`; every other
-/// layer runs on its own. A value type: `best = network` keeps a snapshot.
+/// (→ MaxPool 2×2 or global average pool) run of an ungrouped or depthwise convolution executes as
+/// one fused `ConvolutionBlock`; every other layer runs on its own. A residual `add` reads the kept output of
+/// an earlier layer (so no fused block may hide that output inside it), and backward adds its
+/// gradient to what reaches that layer from the layer after it. A value type: `best = network`
+/// keeps a snapshot.
 ///
 /// Buffers are reused across steps, which is why forward, backward and the inference helpers are
 /// `mutating`.
@@ -20,10 +23,16 @@ public struct Network: Sendable, CustomStringConvertible {
 
     private var stages: [Stage] = []
     private var blocks: [ConvolutionBlock] = []
-    /// Output of each stage, and dLoss/dOutput of each stage.
+    /// Output of each stage (kept for backward and for residual adds).
     private var outputs: [Buffer<Float>] = []
-    private var outputGradients: [Buffer<Float>] = []
+    /// dLoss/dOutput of stage s lives in buffer s % 2: backward only needs a stage's gradient and
+    /// its input's at a time, so two buffers serve the whole network.
+    private var outputGradients = [Buffer<Float>(), Buffer<Float>()]
     private var outputShapes: [[Int]] = []
+    /// For each stage, the stage whose output its residual add reads (nil for other stages).
+    private var shortcutStages: [Int?] = []
+    /// dLoss/dOutput that residual adds send back to each stage they read, summed during backward.
+    private var shortcutGradients: [Buffer<Float>] = []
     private var input = Tensor(zeros: [0])
     private var hasForwardForTraining = false
 
@@ -35,11 +44,11 @@ public struct Network: Sendable, CustomStringConvertible {
         layers = []
         for specification in definition.layers {
             switch specification {
-            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
                 layers.append(
                     Conv2D(
                         inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize,
-                        stride: stride, padding: padding, using: &generator))
+                        stride: stride, padding: padding, groups: max(groups, 1), using: &generator))
             case .batchNorm2D(let channels, let epsilon, let momentum):
                 layers.append(BatchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum))
             case .relu: layers.append(ReLU())
@@ -49,6 +58,8 @@ public struct Network: Sendable, CustomStringConvertible {
             case .linear(let inputFeatures, let outputFeatures):
                 layers.append(Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator))
             case .dropout(let rate): layers.append(Dropout(rate: rate, generator: generator.split()))
+            case .add(let source): layers.append(ResidualAdd(source: source))
+            case .prelu(let channels): layers.append(PReLU(channels: channels))
             }
         }
         try plan()
@@ -166,6 +177,14 @@ public struct Network: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Sets every parameter's gradient to zero: `backward` adds to them, so trainers call this
+    /// before each backward pass (and may skip it to sum the gradients of several batches).
+    public mutating func zeroGradients() {
+        updateParameters { _, parameter in
+            parameter.gradient.scalars.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+        }
+    }
+
     /// Number of trainable scalars.
     public var trainableParameterCount: Int {
         layers.reduce(0) { $0 + $1.parameters.filter(\.isTrainable).reduce(0) { $0 + $1.value.count } }
@@ -199,14 +218,19 @@ public struct Network: Sendable, CustomStringConvertible {
     }
 
     /// Back-propagates dLoss/dOutput (the shape of `forward`'s result) through the last training
-    /// forward pass and SETS every parameter's gradient. The input gradient is not computed.
+    /// forward pass and ADDS to every parameter's gradient (see `zeroGradients`). The input
+    /// gradient is not computed.
     public mutating func backward(_ outputGradient: Tensor) {
         precondition(hasForwardForTraining, "Network.backward needs a forward pass in training mode first")
         let last = stages.count - 1
         precondition(
             outputGradient.shape == outputShapes[last],
             "gradient shape \(outputGradient.shape) != output \(outputShapes[last])")
-        outputGradients[last].assign(outputGradient.scalars)
+        outputGradients[last % 2].assign(outputGradient.scalars)
+        for stage in stages.indices where shortcutStages.contains(stage) {
+            shortcutGradients[stage].resize(outputShapes[stage].reduce(1, *))
+            shortcutGradients[stage].fill(0)
+        }
         let images = input
         images.scalars.withUnsafeBufferPointer { imageBuffer in
             for stageIndex in stages.indices.reversed() {
@@ -214,10 +238,21 @@ public struct Network: Sendable, CustomStringConvertible {
                 let sourceShape = stageIndex == 0 ? images.shape : outputShapes[stageIndex - 1]
                 var target: UnsafeMutablePointer<Float>?
                 if stageIndex > 0 {
-                    outputGradients[stageIndex - 1].resize(sourceShape.reduce(1, *))
-                    target = outputGradients[stageIndex - 1].mutablePointer()
+                    outputGradients[(stageIndex - 1) % 2].resize(sourceShape.reduce(1, *))
+                    target = outputGradients[(stageIndex - 1) % 2].mutablePointer()
                 }
-                let gradient = outputGradients[stageIndex].pointer
+                if shortcutStages.contains(stageIndex) {
+                    // What residual adds sent here joins what came from the next stage.
+                    addInPlace(
+                        outputGradients[stageIndex % 2].mutablePointer(), shortcutGradients[stageIndex].pointer,
+                        count: outputShapes[stageIndex].reduce(1, *))
+                }
+                let gradient = outputGradients[stageIndex % 2].pointer
+                if let shortcut = shortcutStages[stageIndex] {
+                    addInPlace(
+                        shortcutGradients[shortcut].mutablePointer(), gradient,
+                        count: outputShapes[stageIndex].reduce(1, *))
+                }
                 switch stages[stageIndex] {
                 case .block(let blockIndex):
                     // Indices only: a copy of the block would share, and so force copies of, its buffers.
@@ -318,6 +353,10 @@ public struct Network: Sendable, CustomStringConvertible {
                 case .layer(let layerIndex):
                     let tensor = Tensor(
                         shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
+                    if let shortcut = shortcutStages[stageIndex], var add = layers[layerIndex] as? ResidualAdd {
+                        add.shortcut = Tensor(shape: outputShapes[shortcut], scalars: outputs[shortcut].array)
+                        layers[layerIndex] = add
+                    }
                     let result = layers[layerIndex].forward(tensor, mode: mode)
                     outputs[stageIndex].assign(result.scalars)
                     shape = result.shape
@@ -355,20 +394,24 @@ public struct Network: Sendable, CustomStringConvertible {
         var shape = [1, input.channels, input.height, input.width]
         var shapes: [[Int]] = []
         for (index, specification) in definition.layers.enumerated() {
-            try Self.check(specification, at: layerNames[index], inputShape: shape)
+            try Self.check(specification, at: layerNames[index], index: index, inputShape: shape, earlierShapes: shapes)
             shape = layers[index].outputShape(for: shape)
             shapes.append(shape)
         }
         let specs = definition.layers
+        // Layers whose outputs a residual add reads: a fused block may end at one, never pass it.
+        let read = Set(specs.compactMap(\.shortcutSource))
+        var stageOfLayer: [Int: Int] = [:]
         var index = 0
         while index < specs.count {
-            if case .conv2D(_, let channels, _, _, _) = specs[index], index + 2 < specs.count,
+            if case .conv2D(let inputs, let channels, _, _, _, let groups) = specs[index],
+                groups == 1 || (groups == inputs && channels % inputs == 0), index + 2 < specs.count,
                 case .batchNorm2D(let normChannels, _, _) = specs[index + 1], normChannels == channels,
-                specs[index + 2] == .relu
+                specs[index + 2] == .relu, !read.contains(index), !read.contains(index + 1)
             {
                 var pooling = ConvolutionBlock.Pooling.none
                 let convShape = shapes[index]
-                if index + 3 < specs.count {
+                if index + 3 < specs.count, !read.contains(index + 2) {
                     if specs[index + 3] == .maxPool2D(size: 2, stride: 2), convShape[2] % 2 == 0, convShape[3] % 2 == 0
                     {
                         pooling = .max2x2
@@ -377,26 +420,40 @@ public struct Network: Sendable, CustomStringConvertible {
                     }
                 }
                 let last = index + (pooling == .none ? 2 : 3)
+                stageOfLayer[last] = stages.count
                 stages.append(.block(blocks.count))
                 blocks.append(
                     ConvolutionBlock(convolution: index, normalization: index + 1, pooling: pooling, lastLayer: last))
                 index = last + 1
             } else {
+                stageOfLayer[index] = stages.count
                 stages.append(.layer(index))
                 index += 1
             }
         }
+        shortcutStages = stages.map { stage in
+            guard case .layer(let layerIndex) = stage, let source = specs[layerIndex].shortcutSource else { return nil }
+            return stageOfLayer[source]
+        }
+        shortcutGradients = stages.map { _ in Buffer<Float>() }
         outputs = stages.map { _ in Buffer<Float>() }
-        outputGradients = stages.map { _ in Buffer<Float>() }
         outputShapes = stages.map { _ in [] }
     }
 
-    private static func check(_ specification: LayerSpecification, at name: String, inputShape shape: [Int]) throws {
+    private static func check(
+        _ specification: LayerSpecification, at name: String, index: Int, inputShape shape: [Int],
+        earlierShapes: [[Int]]
+    ) throws {
         func fail(_ reason: String) -> NetworkError { .invalidDefinition(layer: name, reason: reason) }
         switch specification {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding):
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
             guard shape.count == 4, shape[1] == inputChannels else {
                 throw fail("expects \(inputChannels) input channels, gets shape \(shape.dropFirst())")
+            }
+            guard groups >= 1, inputChannels % groups == 0, outputChannels % groups == 0 else {
+                throw fail(
+                    "has \(groups) groups, which must divide both its \(inputChannels) input and "
+                        + "\(outputChannels) output channels")
             }
             guard outputChannels > 0, kernelSize > 0, stride > 0, padding >= 0,
                 shape[2] + 2 * padding >= kernelSize, shape[3] + 2 * padding >= kernelSize
@@ -425,6 +482,19 @@ public struct Network: Sendable, CustomStringConvertible {
             }
         case .dropout(let rate):
             guard (0..<1).contains(rate) else { throw fail("rate \(rate) is not in [0, 1)") }
+        case .prelu(let channels):
+            guard shape.count == 4 || shape.count == 2, shape[1] == channels else {
+                throw fail("expects \(channels) channels, gets \(shape.dropFirst())")
+            }
+        case .add(let source):
+            guard (0..<index).contains(source) else {
+                throw fail("adds the output of layer \(source), which is not an earlier layer (0..<\(index))")
+            }
+            guard earlierShapes[source].dropFirst() == shape.dropFirst() else {
+                throw fail(
+                    "adds layer \(source)'s output of shape \(earlierShapes[source].dropFirst()) to an input of shape "
+                        + "\(shape.dropFirst())")
+            }
         }
     }
 }

@@ -57,13 +57,14 @@ public struct FitJob: Sendable {
     /// Where checkpoints of interrupted fits wait for `resume`.
     public var checkpointDirectory: URL { models.appendingPathComponent(".checkpoints") }
 
-    /// The configuration a fit from `base` trains with: the base's architecture and input; for
+    /// The configuration a fit from `base` trains with: the base's architecture, width and input; for
     /// `.all`, 20 epochs at 1e-3 unless `keepEpochs` / `keepLearningRate` (given by the user).
     public static func configuration(
         _ configuration: FitConfiguration, base: BaseModel, fineTuning: FineTuning, keepEpochs: Bool,
         keepLearningRate: Bool
     ) -> FitConfiguration {
         var configuration = configuration
+        configuration.architecture = base.manifest.recipe.architecture
         configuration.base = base.reference(training: fineTuning.rawValue)
         configuration.width = base.manifest.width
         configuration.inputSize = base.manifest.definition.input.width

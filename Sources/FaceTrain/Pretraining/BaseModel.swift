@@ -178,6 +178,18 @@ public struct BaseModel: Sendable {
         }
     }
 
+    /// The classifier over `labels` that `fit` builds on this base: its recorded architecture at its
+    /// width and input, whose first layers are exactly the extractor's.
+    func classifier(labels: [String]) throws(FitError) -> ModelDefinition {
+        let named: NamedArchitecture
+        do { named = try ModelDefinition.architecture(named: manifest.recipe.architecture) } catch {
+            throw .engine(BaseModelError.incompatible(base: source, reason: error.description).description)
+        }
+        let input = manifest.definition.input
+        return named.classifier(
+            classLabels: labels, inputSize: input.width, channels: input.channels, width: manifest.width)
+    }
+
     /// `--base`: "builtin", "none" (nil) or a base model folder.
     public static func resolve(_ option: String) throws(BaseModelError) -> BaseModel? {
         switch option {

@@ -322,6 +322,7 @@ public final class PretrainSession: @unchecked Sendable {
                         result.embeddingGradient.scalars[index] += gradient.scalars[index]
                     }
                 }
+                network.zeroGradients()
                 network.backward(result.embeddingGradient)
                 guard result.loss.isFinite else { throw .diverged(epoch: epoch, batch: batch + 1, loss: result.loss) }
                 let rate = schedule.learningRate(base: Float(configuration.learningRate), step: step)
@@ -376,7 +377,7 @@ public final class PretrainSession: @unchecked Sendable {
         for layer in definition.layers.reversed() {
             switch layer {
             case .batchNorm2D(let channels, _, _): return channels
-            case .conv2D(_, let outputChannels, _, _, _): return outputChannels
+            case .conv2D(_, let outputChannels, _, _, _, _): return outputChannels
             case .linear(_, let outputFeatures): return outputFeatures
             default: continue
             }

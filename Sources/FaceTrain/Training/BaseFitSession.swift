@@ -62,10 +62,7 @@ public final class BaseFitSession {
         self.base = base
         try BaseModel.checkExtractor(base)
         (training, heldOut) = try FitSession.split(dataset, holdout: configuration.holdout)
-        let input = base.manifest.definition.input
-        var definition = ModelDefinition.referenceSmall(
-            classLabels: dataset.labels.map(String.init), inputSize: input.width, channels: input.channels,
-            width: base.manifest.width)
+        var definition = try base.classifier(labels: dataset.labels.map(String.init))
         if let index = definition.layers.firstIndex(where: { $0.kind == "l2normalize" }) {
             definition.layers[index] = .l2Normalize(scale: Self.scale)
         }

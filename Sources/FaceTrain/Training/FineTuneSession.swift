@@ -25,12 +25,9 @@ public final class FineTuneSession {
         self.folds = folds
     }
 
-    /// ref-small of the base's width and input, with a classifier over `labels`.
-    func definition(labels: [Int]) -> ModelDefinition {
-        let input = base.manifest.definition.input
-        return .referenceSmall(
-            classLabels: labels.map(String.init), inputSize: input.width, channels: input.channels,
-            width: base.manifest.width)
+    /// The base's architecture at its width and input, with a classifier over `labels`.
+    func definition(labels: [Int]) throws(FitError) -> ModelDefinition {
+        try base.classifier(labels: labels.map(String.init))
     }
 
     /// One fine-tune of `data` from the base; its checkpoint is removed however it ends.
@@ -39,7 +36,7 @@ public final class FineTuneSession {
     {
         let session = try FitSession(
             dataset: data, configuration: configuration, checkpointDirectory: checkpointDirectory,
-            definition: definition(labels: data.labels), initialWeights: base.extractor.weights)
+            definition: try definition(labels: data.labels), initialWeights: base.extractor.weights)
         defer { session.removeCheckpoint() }
         return try session.run(resume: false, observer: observer, shouldStop: shouldStop)
     }

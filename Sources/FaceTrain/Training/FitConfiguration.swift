@@ -8,7 +8,10 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     public var inputSize = 64
     /// Share of each class held out for model selection and evaluation.
     public var holdout = 0.2
-    /// Channel multiplier of `ref-small` (16 gives 16-32-64-128 channels).
+    /// The named architecture trained from scratch (`ModelDefinition.architectures`); with a base,
+    /// the base's.
+    public var architecture = "ref-small"
+    /// Channel multiplier of the architecture (ref-small: 16 gives 16-32-64-128 channels).
     public var width = 16
     /// Peak learning rate of AdamW, reached after the warm-up.
     public var learningRate = 3e-3
@@ -29,7 +32,7 @@ public struct FitConfiguration: Codable, Sendable, Equatable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case epochs, seed, holdout, width, augmentation, base
+        case epochs, seed, holdout, architecture, width, augmentation, base
         case batchSize = "batch_size"
         case inputSize = "input_size"
         case learningRate = "learning_rate"

@@ -17,8 +17,9 @@ public struct FitResult: Sendable {
     public var heldOut: [FaceSample]
 }
 
-/// Trains `ref-small` on a data folder: augmentation, AdamW with cosine schedule and warm-up, label
-/// smoothing, class-weighted loss, best epoch by held-out loss, a checkpoint after every epoch.
+/// Trains a classifier (ref-small unless the configuration names another architecture) on a data
+/// folder: augmentation, AdamW with cosine schedule and warm-up, label smoothing, class-weighted
+/// loss, best epoch by held-out loss, a checkpoint after every epoch.
 public final class FitSession {
     public let dataset: FaceDataset
     public let configuration: FitConfiguration
@@ -38,7 +39,7 @@ public final class FitSession {
     /// He-initialised weights.
     let initialWeights: [LayerWeights]?
 
-    /// With `definition` nil, ref-small of the configuration's width and input size.
+    /// With `definition` nil, the configuration's architecture at its width and input size.
     public init(
         dataset: FaceDataset, configuration: FitConfiguration, checkpointDirectory: URL,
         definition: ModelDefinition? = nil, initialWeights: [LayerWeights]? = nil
@@ -47,12 +48,15 @@ public final class FitSession {
         self.dataset = dataset
         self.configuration = configuration
         (training, heldOut) = try Self.split(dataset, holdout: configuration.holdout)
-        let chosen =
-            definition
-            ?? .referenceSmall(
-                classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
-                width: configuration.width)
-        self.definition = chosen
+        if let definition {
+            self.definition = definition
+        } else {
+            do {
+                self.definition = try ModelDefinition.architecture(named: configuration.architecture).classifier(
+                    classLabels: dataset.labels.map(String.init), inputSize: configuration.inputSize, channels: 3,
+                    width: configuration.width)
+            } catch { throw .engine(error.description) }
+        }
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
         key = Self.key(dataset: dataset, configuration: configuration, definition: self.definition)
         checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(key.prefix(16)).checkpoint")

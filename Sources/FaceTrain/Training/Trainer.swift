@@ -1,4 +1,4 @@
-/// Runs training steps: forward, fused loss, backward, optional clipping, optimizer update.
+/// Runs training steps: forward, fused loss, zeroed gradients, backward, optional clipping, optimizer update.
 ///
 /// Epochs, augmentation, validation and checkpoints belong to the caller; `state` and `restore`
 /// make a resumed run continue bit for bit (together with the network's `weights`).
@@ -43,6 +43,7 @@ public struct Trainer: Sendable {
         }
         let logits = network.forward(images, mode: .training)
         let (batchLoss, gradient) = loss.lossAndGradient(logits: logits, labels: labels)
+        network.zeroGradients()
         network.backward(gradient)
         let norm = gradientNorm()
         if let maximum = maximumGradientNorm, norm > Double(maximum) {

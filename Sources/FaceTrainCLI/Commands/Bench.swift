@@ -1,14 +1,18 @@
 import FaceTrain
 import Foundation
 
-/// `facetrain bench`: times training and inference of ref-small on random data.
+/// `facetrain bench`: times training and inference of a named architecture on random data.
 struct Bench: Command {
     static let name = "bench"
-    static let abstract = "Measure training and inference speed of ref-small on random data."
+    static let abstract = "Measure training and inference speed of an architecture (ref-small) on random data."
     static var options: [OptionSpec] {
         [
+            .option(
+                "architecture", "name",
+                "Network to time (" + ModelDefinition.extractorArchitectures.joined(separator: ", ") + ").",
+                default: "ref-small"),
             .option("batch-size", "n", "Training batch size.", default: "32"),
-            .option("width", "n", "Channels of ref-small's first block (32: the builtin base's extractor).", default: "16"),
+            .option("width", "n", "Width of the architecture (32: the builtin base's extractor).", default: "16"),
             .option("steps", "n", "Timed training steps (after 5 warm-up steps).", default: "30"),
             .option("inference-batch-size", "n", "Batch size of the inference throughput run.", default: "64"),
             .option("latency-seconds", "s", "Seconds spent sampling batch-1 latency.", default: "1"),
@@ -26,6 +30,10 @@ struct Bench: Command {
         var configuration = TrainingBenchmark.Configuration()
         configuration.batchSize = try arguments.required("batch-size")
         configuration.width = try arguments.required("width")
+        configuration.architecture = try arguments.required("architecture")
+        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
+            throw UsageError(message: "--architecture: \(error.description)")
+        }
         guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
         configuration.steps = try arguments.required("steps")
         configuration.inferenceBatchSize = try arguments.required("inference-batch-size")
@@ -60,7 +68,9 @@ struct Bench: Command {
             encoder.outputFormatting = [.sortedKeys]
             print(String(decoding: try encoder.encode(result), as: UTF8.self))
         } else {
-            print("ref-small, random data\(withLoad ? ", one core kept busy by another process" : "")")
+            print(
+                "\(configuration.architecture) at width \(configuration.width), random data"
+                    + (withLoad ? ", one core kept busy by another process" : ""))
             print(result.summary)
         }
         return .success

@@ -17,6 +17,11 @@ struct Fit: Command {
             .option(
                 "holdout", "share", "Share of each class held out for model selection and evaluation.", default: "0.2"),
             .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
+            .option(
+                "architecture", "name",
+                "Network trained with --base none (" + ModelDefinition.extractorArchitectures.joined(separator: ", ")
+                    + "; `facetrain architectures` lists them). With a base: the base's, which it must then name.",
+                default: "ref-small"),
             .option("width", "n", "Channels of the first block (16 gives ref-small).", default: "16"),
             .option(
                 "target-far", "rate", "Unknown-person false accept rate the accept threshold is chosen for.",
@@ -50,6 +55,7 @@ struct Fit: Command {
     let fineTune: String
     let givenEpochs: Bool
     let givenLearningRate: Bool
+    let givenArchitecture: Bool
 
     /// Options of the from-scratch network; a fit from a base takes its network from the base.
     static let fromScratchOptions = ["epochs", "batch-size", "input-size", "learning-rate", "width", "margin", "resume"]
@@ -73,6 +79,11 @@ struct Fit: Command {
         configuration.holdout = try arguments.required("holdout")
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.width = try arguments.required("width")
+        configuration.architecture = try arguments.required("architecture")
+        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
+            throw UsageError(message: "--architecture: \(error.description)")
+        }
+        givenArchitecture = arguments.isGiven("architecture")
         configuration.targetFalseAcceptRate = try arguments.required("target-far")
         configuration.margin = try arguments.required("margin")
         // Limits far beyond any sensible run, so a typo fails here instead of as a huge allocation.
@@ -123,6 +134,12 @@ struct Fit: Command {
         installInterruptHandler()
         let progress = ProgressPrinter(json: json)
         let base = try BaseModel.resolve(baseOption)
+        if let base, givenArchitecture, configuration.architecture != base.manifest.recipe.architecture {
+            throw UsageError(
+                message: "--architecture \(configuration.architecture) clashes with --base \(baseOption), whose extractor "
+                    + "is \(base.manifest.recipe.architecture); leave --architecture out to use the base's, or add "
+                    + "--base none to train \(configuration.architecture) from scratch")
+        }
         let fineTuning = FineTuning(rawValue: fineTune)!
         let configuration =
             base.map {

@@ -11,7 +11,10 @@ struct Pretrain: Command {
                 "data", "dir",
                 "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."),
             .required("out", "dir", "Base model folder to write (must not exist)."),
-            .option("architecture", "name", "Extractor architecture (known: ref-small).", default: "ref-small"),
+            .option(
+                "architecture", "name",
+                "Extractor architecture (known: " + ModelDefinition.extractorArchitectures.joined(separator: ", ")
+                    + "; `facetrain architectures` lists them).", default: "ref-small"),
             .option("width", "n", "Channels of the first block.", default: "32"),
             .option("input-size", "px", "Side of the square network input.", default: "64"),
             .option("epochs", "n", "Passes over the training crops.", default: "15"),
@@ -54,10 +57,8 @@ struct Pretrain: Command {
         out = URL(fileURLWithPath: try arguments.required("out"))
         var configuration = PretrainConfiguration()
         configuration.architecture = try arguments.required("architecture")
-        guard ModelDefinition.extractorArchitectures.contains(configuration.architecture) else {
-            throw UsageError(
-                message: "--architecture \(configuration.architecture) is not known; known: "
-                    + ModelDefinition.extractorArchitectures.joined(separator: ", "))
+        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
+            throw UsageError(message: "--architecture: \(error.description)")
         }
         configuration.width = try arguments.required("width")
         configuration.inputSize = try arguments.required("input-size")

@@ -63,6 +63,74 @@ struct ExportConsumerTests {
         #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
     }
 
+    /// A branching network on 16 CS131 crops: depthwise convolutions (multipliers 1 and 2), a grouped
+    /// 1x1 convolution, PReLU on images and on pooled features, and a residual add that reads a
+    /// PReLU's output, exported as Core ML `add` + `nGroups` + PReLU and ONNX `Add` + `group` + `PRelu`.
+    @Test func branchingNetworkExportsMatchOnCelebrityCrops() throws {
+        let crops = try Self.celebrityCrops(count: 16)
+        let labels = ["1", "2"] + (3...12).map(String.init)
+        let definition = ModelDefinition(
+            input: InputSpecification(width: 64, height: 64, channels: 3),
+            layers: [
+                .conv2D(inputChannels: 3, outputChannels: 8, kernelSize: 3, stride: 2, padding: 1),
+                .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1, groups: 8),
+                .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
+                .prelu(channels: 8),  // 5: the residual block's input
+                .conv2D(inputChannels: 8, outputChannels: 16, kernelSize: 1, stride: 1, padding: 0),
+                .batchNorm2D(channels: 16, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .conv2D(inputChannels: 16, outputChannels: 16, kernelSize: 3, stride: 1, padding: 1, groups: 16),
+                .batchNorm2D(channels: 16, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .conv2D(inputChannels: 16, outputChannels: 8, kernelSize: 1, stride: 1, padding: 0, groups: 2),
+                .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
+                .add(source: 5),
+                .conv2D(inputChannels: 8, outputChannels: 16, kernelSize: 3, stride: 2, padding: 1, groups: 8),
+                .batchNorm2D(channels: 16, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .maxPool2D(size: 2, stride: 2),
+                .conv2D(inputChannels: 16, outputChannels: 32, kernelSize: 3, stride: 1, padding: 1),
+                .batchNorm2D(channels: 32, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .globalAveragePool,
+                .prelu(channels: 32),  // on the pooled [32, 1, 1] features
+                .batchNorm2D(channels: 32, epsilon: 1e-5, momentum: 0.1),
+                .l2Normalize(scale: 16),
+                .linear(inputFeatures: 32, outputFeatures: labels.count),
+            ],
+            classLabels: labels)
+        let model = TrainedModel.seeded(definition, seed: 17)
+        // The engine itself agrees with the oracle the files are compared against.
+        var network = try Network(model: model)
+        for crop in crops.prefix(4) {
+            let pixels = crop.pixels
+            var image = Tensor(zeros: [1, 3, 64, 64])
+            for c in 0..<3 {
+                for index in 0..<(64 * 64) {
+                    image.scalars[c * 4096 + index] = Float(pixels[index * 3 + c]) / 127.5 - 1
+                }
+            }
+            let engine = try network.probabilities(for: image).scalars
+            let oracle = ReferenceForwardPass.probabilities(model, pixels: pixels)
+            #expect(zip(engine, oracle).allSatisfy { abs(Double($0) - $1) < 1e-5 }, "\(crop.name)")
+        }
+        let result = try Self.exportAndCheck(model, crops: crops)
+        #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
+    }
+
+    /// Every named architecture (at width 4, to keep the double-precision oracle quick) exports
+    /// files that onnxruntime and the numpy Core ML evaluation run as facetrain does.
+    @Test(arguments: ModelDefinition.extractorArchitectures)
+    func namedArchitecturesExportAndMatch(name: String) throws {
+        let crops = try Self.celebrityCrops(count: 8)
+        let definition = try ModelDefinition.architecture(named: name).classifier(
+            classLabels: ["1", "2", "3", "4", "5"], inputSize: 64, width: 4)
+        let result = try Self.exportAndCheck(TrainedModel.seeded(definition, seed: 23), crops: crops)
+        #expect(result.status == 0, "\(name): check_exports.py failed:\n\(result.output)")
+    }
+
     /// The checker is not vacuous: expectations that do not belong to the images make it fail.
     @Test func checkerRejectsWrongExpectations() throws {
         let crops = try Self.celebrityCrops(count: 3)

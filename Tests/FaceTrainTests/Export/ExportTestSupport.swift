@@ -96,6 +96,8 @@ extension TrainedModel {
                     values = (0..<count).map { _ in Float.random(in: 0.3...2.0, using: &generator) }
                 case (.batchNorm2D, _):
                     values = (0..<count).map { _ in Float(0.3 * generator.normal()) }
+                case (.prelu, _):
+                    values = (0..<count).map { _ in Float.random(in: 0.05...0.5, using: &generator) }
                 case (_, "bias"):
                     values = (0..<count).map { _ in Float(0.1 * generator.normal()) }
                 default:
@@ -132,12 +134,17 @@ enum ReferenceForwardPass {
                 }
             }
         }
+        // Every layer's output (values, channels, height, width), for residual adds.
+        var outputs: [([Double], Int, Int, Int)] = []
         for (layer, weights) in zip(model.definition.layers, model.weights) {
+            defer { outputs.append((data, channels, height, width)) }
             func parameter(_ name: String) -> [Double] {
                 weights.tensors.first { $0.name == name }!.tensor.scalars.map(Double.init)
             }
             switch layer {
-            case .conv2D(let inputChannels, let outputChannels, let kernel, let stride, let padding):
+            case .conv2D(let inputChannels, let outputChannels, let kernel, let stride, let padding, let groups):
+                // Output channel o of group g = o / (outputChannels / groups) sees input channels g·cg ..< (g+1)·cg.
+                let (groupInputs, groupOutputs) = (inputChannels / groups, outputChannels / groups)
                 let weight = parameter("weight")
                 let bias = parameter("bias")
                 let outHeight = (height + 2 * padding - kernel) / stride + 1
@@ -149,10 +156,11 @@ enum ReferenceForwardPass {
                         for o in 0..<outputChannels {
                             let plane = o * outHeight * outWidth
                             for index in plane..<plane + outHeight * outWidth { out[index] = bias[o] }
-                            for i in 0..<inputChannels {
+                            let firstInput = (o / groupOutputs) * groupInputs
+                            for i in firstInput..<(firstInput + groupInputs) {
                                 for ky in 0..<kernel {
                                     for kx in 0..<kernel {
-                                        let w = weight[((o * inputChannels + i) * kernel + ky) * kernel + kx]
+                                        let w = weight[((o * groupInputs + i - firstInput) * kernel + ky) * kernel + kx]
                                         for oy in 0..<outHeight {
                                             let y = oy * stride + ky - padding
                                             guard y >= 0, y < height else { continue }
@@ -218,6 +226,14 @@ enum ReferenceForwardPass {
                 (channels, height, width) = (outputFeatures, 1, 1)
             case .dropout:
                 break
+            case .prelu(let count):
+                let slopes = parameter("weight")
+                let plane = data.count / count
+                for index in data.indices where data[index] <= 0 { data[index] *= slopes[index / plane] }
+            case .add(let source):
+                let shortcut = outputs[source]
+                precondition(shortcut.0.count == data.count, "residual add of different shapes")
+                data = zip(data, shortcut.0).map { $0 + $1 }
             }
         }
         let largest = data.max() ?? 0

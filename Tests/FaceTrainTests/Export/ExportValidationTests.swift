@@ -117,6 +117,29 @@ struct ExportValidationTests {
                 == .invalidLayer(layer: "6.maxpool2d", reason: "a 2x2 window does not fit the 1x1 input"))
     }
 
+    /// Residual adds and grouped convolutions the engine would refuse are refused by the exporters too.
+    @Test func invalidBranchesAreRefused() {
+        var definition = Self.smallModel().definition
+        definition.layers.insert(.add(source: 2), at: 3)  // after the ReLU: adds its own input's shape, fine
+        #expect(Self.exportError(TrainedModel.seeded(definition, seed: 1)) == nil)
+        definition.layers[3] = .add(source: 5)
+        #expect(
+            Self.exportError(TrainedModel.seeded(definition, seed: 1))
+                == .invalidLayer(layer: "3.add", reason: "it adds layer 5, which is not an earlier layer"))
+        definition = Self.smallModel().definition
+        definition.layers.insert(.add(source: 2), at: 4)  // after the pool: 4x4 against the ReLU's 8x8
+        #expect(
+            Self.exportError(TrainedModel.seeded(definition, seed: 1))
+                == .invalidLayer(
+                    layer: "4.add", reason: "it adds layer 2's output, whose shape differs from its input's"))
+
+        definition = Self.smallModel().definition
+        definition.layers[0] = .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1, groups: 2)
+        #expect(
+            Self.exportError(TrainedModel.seeded(definition, seed: 1))
+                == .invalidLayer(layer: "0.conv2d", reason: "2 groups do not divide 3 -> 4 channels"))
+    }
+
     @Test func inputSpecificationMustBeExpressibleInCoreML() {
         var model = Self.smallModel()
         model.definition.input.scale = 0
