@@ -204,12 +204,8 @@ final class HDF5File {
         /// h5py's `files` lists (teacher descriptor files; tests write such files with it).
         func writeFixedStringDataset(_ name: String, _ values: [String]) throws {
             let object = childPath(name)
-            let size = (values.map(\.utf8.count).max() ?? 0) + 1
-            let type = H5Tcopy(chdf5_c_s1())
+            let (type, bytes) = Group.fixedStrings(values)
             defer { H5Tclose(type) }
-            H5Tset_size(type, size)
-            H5Tset_strpad(type, H5T_STR_NULLTERM)
-            H5Tset_cset(type, H5T_CSET_UTF8)
             var dimensions = [hsize_t(values.count)]
             let space = H5Screate_simple(1, &dimensions, nil)
             guard space >= 0 else { throw HDF5File.failure("create dataspace for", object) }
@@ -217,10 +213,6 @@ final class HDF5File {
             let dataset = H5Dcreate2(identifier, name, type, space, chdf5_default(), chdf5_default(), chdf5_default())
             guard dataset >= 0 else { throw HDF5File.failure("create dataset", object) }
             defer { H5Dclose(dataset) }
-            var bytes = [UInt8](repeating: 0, count: max(size * values.count, 1))
-            for (index, value) in values.enumerated() {
-                bytes.replaceSubrange((index * size)..<(index * size + value.utf8.count), with: value.utf8)
-            }
             let status = bytes.withUnsafeBytes {
                 H5Dwrite(dataset, type, chdf5_all(), chdf5_all(), chdf5_default(), $0.baseAddress)
             }
@@ -329,20 +321,27 @@ final class HDF5File {
             return type
         }
 
+        /// The fixed-length NUL-terminated UTF-8 string type that holds the longest of `values`
+        /// (close it with H5Tclose), and the values packed in it, one slot each.
+        private static func fixedStrings(_ values: [String]) -> (type: hid_t, bytes: [UInt8]) {
+            let size = (values.map(\.utf8.count).max() ?? 0) + 1
+            let type = H5Tcopy(chdf5_c_s1())
+            H5Tset_size(type, size)
+            H5Tset_strpad(type, H5T_STR_NULLTERM)
+            H5Tset_cset(type, H5T_CSET_UTF8)
+            var bytes = [UInt8](repeating: 0, count: max(size * values.count, 1))
+            for (index, value) in values.enumerated() {
+                bytes.replaceSubrange((index * size)..<(index * size + value.utf8.count), with: value.utf8)
+            }
+            return (type, bytes)
+        }
+
         /// A fixed-length, NUL-terminated UTF-8 string attribute: an array, or a scalar when `scalar` is
         /// true. Fixed length keeps the strings in the attribute itself: variable-length ones live in
         /// libhdf5's global heap, whose reader trusts the lengths a damaged file claims.
         func writeStrings(_ name: String, _ values: [String], scalar: Bool = false) throws {
-            let size = (values.map(\.utf8.count).max() ?? 0) + 1
-            let type = H5Tcopy(chdf5_c_s1())
+            let (type, bytes) = Group.fixedStrings(values)
             defer { H5Tclose(type) }
-            H5Tset_size(type, size)
-            H5Tset_strpad(type, H5T_STR_NULLTERM)
-            H5Tset_cset(type, H5T_CSET_UTF8)
-            var bytes = [UInt8](repeating: 0, count: size * values.count)
-            for (index, value) in values.enumerated() {
-                bytes.replaceSubrange((index * size)..<(index * size + value.utf8.count), with: value.utf8)
-            }
             try writeAttribute(name, type: type, count: scalar ? nil : values.count) { attribute in
                 bytes.withUnsafeBytes { H5Awrite(attribute, type, $0.baseAddress) }
             }
