@@ -24,17 +24,27 @@ extension ModelDefinition {
             .conv2D(inputChannels: inputChannels, outputChannels: embedding, kernelSize: 3, stride: 1, padding: 1),
             .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
             .relu,
-            .globalAveragePool,
-            // Batch norm of the pooled features (a "BN neck", Luo et al. 2019): centres the
-            // embedding, which after ReLU and pooling is all positive, so that people spread over
-            // the whole sphere the normalisation maps them onto instead of one narrow cone.
-            .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
-            .l2Normalize(scale: 16),
-            .linear(inputFeatures: embedding, outputFeatures: classLabels.count),
         ]
-        return ModelDefinition(
+        return pooledEmbeddingClassifier(
+            layers: layers, embedding: embedding, classLabels: classLabels, inputSize: inputSize, channels: channels)
+    }
+
+    /// What every named architecture ends with, after its last convolution block: global average
+    /// pooling, then batch norm of the pooled features (a "BN neck", Luo et al. 2019: it centres the
+    /// embedding, which after ReLU and pooling is all positive, so that people spread over the whole
+    /// sphere the normalisation maps them onto instead of one narrow cone), the embedding scaled to
+    /// length 16, and a linear classifier. `extractor` drops the last two.
+    static func pooledEmbeddingClassifier(
+        layers: [LayerSpecification], embedding: Int, classLabels: [String], inputSize: Int, channels: Int
+    ) -> ModelDefinition {
+        ModelDefinition(
             input: InputSpecification(width: inputSize, height: inputSize, channels: channels),
-            layers: layers,
+            layers: layers + [
+                .globalAveragePool,
+                .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
+                .l2Normalize(scale: 16),
+                .linear(inputFeatures: embedding, outputFeatures: classLabels.count),
+            ],
             classLabels: classLabels)
     }
 }
@@ -84,16 +94,8 @@ extension ModelDefinition {
         }
         let embedding = width * 8
         convolution(current, embedding, kernel: 1, relu: true)
-        layers += [
-            .globalAveragePool,
-            .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
-            .l2Normalize(scale: 16),
-            .linear(inputFeatures: embedding, outputFeatures: classLabels.count),
-        ]
-        return ModelDefinition(
-            input: InputSpecification(width: inputSize, height: inputSize, channels: channels),
-            layers: layers,
-            classLabels: classLabels)
+        return pooledEmbeddingClassifier(
+            layers: layers, embedding: embedding, classLabels: classLabels, inputSize: inputSize, channels: channels)
     }
 }
 
