@@ -19,6 +19,16 @@ struct PretrainCommandTests {
         return root
     }
 
+    /// Pretrains a small base at `base` from a fresh 40-identity synthetic corpus (removed after),
+    /// its crop cache beside the base.
+    static func tinyBase(at base: URL, epochs: Int, extra: [String] = []) throws -> CLIRunner.Result {
+        let corpus = try syntheticCorpus(identities: 40, crops: 4)
+        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
+        return try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", String(epochs),
+             "--cache", base.deletingLastPathComponent().appendingPathComponent("cache").path] + extra + small)
+    }
+
     static let small = ["--input-size", "32", "--width", "8", "--batch-size", "32", "--name", "test-base"]
 
     static func epochs(_ output: String) -> [[String: Any]] {
@@ -330,12 +340,8 @@ struct PretrainCommandTests {
         let data = try FitCommandTests.syntheticData()
         let root = data.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: root) }
-        let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
-        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         let base = root.appendingPathComponent("base")
-        let made = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "1",
-             "--cache", root.appendingPathComponent("cache").path] + Self.small)
+        let made = try Self.tinyBase(at: base, epochs: 1)
         try #require(made.status == 0, "\(made.standardError)")
         // A base of another input size (32 px) fits data read at its own size.
         let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
@@ -362,12 +368,8 @@ struct PretrainCommandTests {
         let data = try FitCommandTests.syntheticData()
         let root = data.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: root) }
-        let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
-        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         let base = root.appendingPathComponent("base")
-        let made = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--architecture", "mobile-face",
-             "--cache", root.appendingPathComponent("cache").path, "--json"] + Self.small)
+        let made = try Self.tinyBase(at: base, epochs: 2, extra: ["--architecture", "mobile-face", "--json"])
         try #require(made.status == 0, "\(made.standardError)")
         #expect(Self.epochs(made.standardOutput).count == 2)
         let loaded = try BaseModel.load(from: base)

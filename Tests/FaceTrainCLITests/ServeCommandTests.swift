@@ -153,13 +153,7 @@ struct ServeCommandTests {
         let queued = try server.json("POST", "/v1/training")
         #expect(queued.status == 202, "\(queued.object)")
         let job = try #require(queued.object["job"] as? Int)
-        var record: [String: Any] = [:]
-        let deadline = Date().addingTimeInterval(600)
-        while Date() < deadline {
-            record = try server.json("GET", "/v1/training/\(job)").object["record"] as? [String: Any] ?? [:]
-            if let state = record["state"] as? String, !["queued", "running"].contains(state) { break }
-            Thread.sleep(forTimeInterval: 0.5)
-        }
+        let record = try Self.finished(server, job: job)
         #expect(record["state"] as? String == "succeeded", "\(record)")
         #expect(record["version"] as? Int == 1 && record["published"] as? Bool == true, "\(record)")
         #expect(record["progress"] as? Double == 1, "\(record)")
