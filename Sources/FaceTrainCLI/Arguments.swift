@@ -26,7 +26,7 @@ func validBaseURL(_ text: String) -> Bool {
     // be served to every phone with latest.json.
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
         url.host?.isEmpty == false, url.query == nil, url.fragment == nil, url.user == nil, url.password == nil,
-        url.port.map { (1...65535).contains($0) } ?? true,
+        url.port.map({ (1...65535).contains($0) }) ?? true,
         !url.path.split(separator: "/").contains(where: { $0 == "." || $0 == ".." })
     else { return false }
     return !text.unicodeScalars.contains {

@@ -290,7 +290,7 @@ struct FitCommandTests {
 
         // Header length, JSON header, tensors, SHA-256: rewrite the header with impossible counts.
         let length = Int(original.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }.littleEndian)
-        var header = try #require(
+        let header = try #require(
             try JSONSerialization.jsonObject(with: original.subdata(in: 8..<(8 + length))) as? [String: Any])
         var edits: [[String: Any]] = []
         var epochs = header

@@ -114,7 +114,7 @@ public struct FitJob: Sendable {
             (result, strangers) = try BaseFitSession(
                 dataset: dataset, configuration: configuration, base: base,
                 cacheDirectory: models.appendingPathComponent(".embeddings")
-            ).run(observer: observer)
+            ).run(observer: observer, shouldStop: shouldStop)
         }
         let evaluation = try ModelEvaluation.evaluate(
             result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate,

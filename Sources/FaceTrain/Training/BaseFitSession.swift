@@ -86,9 +86,14 @@ public final class BaseFitSession {
     }
 
     /// Trains the head and the leave-users-out heads; the model is the base's extractor with it.
-    public func run(observer: FitObserver?) throws(FitError) -> (fit: FitResult, strangers: CalibrationStrangers) {
+    /// `shouldStop` is polled between batches of embeddings and between heads (Ctrl-C): the run
+    /// then ends with `FitError.interruptedHead`, the embeddings computed so far cached for the next.
+    public func run(observer: FitObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
+        -> (fit: FitResult, strangers: CalibrationStrangers)
+    {
         let all = training + heldOut
-        let views = try embeddingViews(of: all)
+        let views = try embeddingViews(of: all, shouldStop: shouldStop)
+        if shouldStop() { throw .interruptedHead(cache: cacheURL.path) }
         let trainingViews = Array(views[0..<training.count])
         let labels = dataset.labels
         observer?.fitStarted(
@@ -124,6 +129,7 @@ public final class BaseFitSession {
         var leftOut: [Prediction] = []
         if folds >= 2 {
             for fold in 0..<folds {
+                if shouldStop() { throw .interruptedHead(cache: cacheURL.path) }
                 let foldUsers = Set(order.enumerated().filter { $0.offset % folds == fold }.map(\.element))
                 let keptClasses = labels.filter { !foldUsers.contains($0) }
                 let keep = training.indices.filter { !foldUsers.contains(training[$0].label) }
@@ -236,8 +242,10 @@ public final class BaseFitSession {
     }
 
     /// Every view's embedding of every sample: from the cache when its content hash is there,
-    /// otherwise computed (and the cache rewritten).
-    func embeddingViews(of samples: [FaceSample]) throws(FitError) -> [[[Float]]] {
+    /// otherwise computed (and the cache rewritten, also when `shouldStop` ends the run early).
+    func embeddingViews(of samples: [FaceSample], shouldStop: () -> Bool = { false }) throws(FitError)
+        -> [[[Float]]]
+    {
         var cached: [String: Tensor] = [:]
         if let checkpoint = try? Checkpoint.read(from: cacheURL), checkpoint.header.key == base.manifestSHA256 {
             cached = checkpoint.tensors
@@ -255,9 +263,9 @@ public final class BaseFitSession {
             do { network = try Network(model: base.extractor) } catch { throw .engine("\(error)") }
             let input = base.extractor.definition.input
             let plane = input.channels * input.width * input.height
-            let chunk = 16  // crops per batch: 16 x 8 views = 128 images
+            let chunk = 16  // crops per batch: 16 x 4 views = 64 images
             var start = 0
-            while start < missing.count {
+            while start < missing.count, !shouldStop() {
                 let end = min(start + chunk, missing.count)
                 let count = (end - start) * Self.views
                 var images = Tensor(zeros: [count, input.channels, input.height, input.width])
@@ -296,6 +304,7 @@ public final class BaseFitSession {
                     trainer: nil, tensors: []),
                 tensors: kept
             ).write(to: cacheURL)
+            if start < missing.count { throw .interruptedHead(cache: cacheURL.path) }
         }
         return samples.map { sample in
             let tensor = cached[sample.contentHash]!

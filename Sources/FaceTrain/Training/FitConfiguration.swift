@@ -52,6 +52,8 @@ public enum FitError: Error, CustomStringConvertible {
     case alreadyRunning(checkpoint: String)
     case interrupted(checkpoint: String)
     case interruptedWithoutResume
+    /// A head fit from a frozen base stopped; the embeddings it computed are cached.
+    case interruptedHead(cache: String)
     case noCheckpoint(path: String)
     case checkpointMismatch(path: String)
     case checkpointUnreadable(path: String, reason: String)
@@ -77,6 +79,9 @@ public enum FitError: Error, CustomStringConvertible {
         case .interruptedWithoutResume:
             "interrupted; nothing was published. A fit with --fine-tune all cannot be resumed (its folds of users "
                 + "left out are separate fine-tunes): run it again from the start."
+        case .interruptedHead(let cache):
+            "interrupted; nothing was published. The crops' embeddings computed so far are cached in \(cache): "
+                + "the same command starts again from them (a head fit takes seconds after that)."
         case .noCheckpoint(let path):
             "--resume: no checkpoint at \(path) for this data and configuration (or it was made by an older "
                 + "facetrain). HINT: run without --resume to start afresh."

@@ -83,4 +83,40 @@ struct FitJobTests {
         // The job read the crops at the base's input size, whatever the options said.
         #expect(verification.manifest?.input.width == base.manifest.definition.input.width)
     }
+    @Test func aHeadFitStoppedByCtrlCCachesItsEmbeddingsAndPublishesNothing() throws {
+        let root = try Self.syntheticData(users: 6)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = try #require(try BaseModel.resolve("builtin"))
+        let configuration = FitJob.configuration(
+            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        let models = root.appendingPathComponent("models")
+        let job = FitJob(
+            data: root.appendingPathComponent("data"), models: models, configuration: configuration,
+            loadOptions: DataLoadOptions(inputWidth: 32, inputHeight: 32, channels: 3), base: base)
+        // Ctrl-C arrives after the first batch of embeddings.
+        var polls = 0
+        #expect {
+            _ = try job.run(observer: nil) {
+                polls += 1
+                return polls > 1
+            }
+        } throws: { error in
+            guard case FitError.interruptedHead = error else { return false }
+            return "\(error)".contains("nothing was published")
+        }
+        #expect(!FileManager.default.fileExists(atPath: models.appendingPathComponent("1").path))
+        let cacheFolder = models.appendingPathComponent(".embeddings")
+        let cacheFiles = try FileManager.default.contentsOfDirectory(atPath: cacheFolder.path)
+        #expect(cacheFiles.count == 1, "\(cacheFiles)")
+        let partial = try Checkpoint.read(from: cacheFolder.appendingPathComponent(cacheFiles[0]))
+        // One batch of crops was embedded before the stop, not all of them.
+        #expect(partial.tensors.count == 16, "\(partial.tensors.count)")
+
+        // Run again: it starts from the cached embeddings and finishes.
+        let result = try job.run(observer: nil)
+        #expect(BundleVerifier.verify(result.bundle, expectedVersion: 1).isValid)
+        let full = try Checkpoint.read(from: cacheFolder.appendingPathComponent(cacheFiles[0]))
+        #expect(full.tensors.count > partial.tensors.count)
+        for (hash, tensor) in partial.tensors { #expect(full.tensors[hash]?.scalars == tensor.scalars) }
+    }
 }
