@@ -13,9 +13,9 @@ PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
 TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils curl:curl
 
 SHARED   ?= ../shared
-BASE     := base/celeba-ref-small-32
+BASE     := base/builtin
 # The recipe of the builtin base (its manifest records it too).
-BASE_ARGS := --epochs 15 --width 32 --seed 1 --name celeba-ref-small-32 --version 2 \
+BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 32 --seed 1 --name celeba-ref-small-gdc-32 --version 3 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20
 

@@ -4,7 +4,7 @@ import PackageDescription
 
 /// The builtin base model's folder: its files are compiled into the library (Sources/CBaseModel).
 let builtinBase = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    .appendingPathComponent("base/celeba-ref-small-32").path
+    .appendingPathComponent("base/builtin").path
 
 /// FACETRAIN_CHECKED=1 builds the library with -O instead of -Ounchecked, so that `make test` can
 /// run the kernel and layer tests once with bounds and overflow checks (in its own build folder).

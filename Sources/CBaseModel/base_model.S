@@ -1,6 +1,6 @@
 /* The builtin base model's files, compiled into the binary so an installed facetrain needs
    neither the repository nor a network to find them. The assembler finds the files through the
-   include path Package.swift gives it (base/celeba-ref-small-32); `make base` retrains them. */
+   include path Package.swift gives it (base/builtin); `make base` retrains them. */
     .section .rodata
     .balign 16
     .global facetrain_base_manifest_start

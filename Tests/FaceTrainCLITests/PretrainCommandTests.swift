@@ -272,7 +272,9 @@ struct PretrainCommandTests {
         let models = root.appendingPathComponent("models")
         let fromBase = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path])
         try #require(fromBase.status == 0, "\(fromBase.standardError)")
-        #expect(fromBase.standardOutput.contains("base: celeba-ref-small-32"))
+        let builtinName = try #require(try BaseModel.resolve("builtin")).manifest.name
+        #expect(builtinName.hasPrefix("celeba-"))
+        #expect(fromBase.standardOutput.contains("base: \(builtinName)"))
         #expect(fromBase.standardOutput.contains("leave_users_out"))
         let bundle = models.appendingPathComponent("1")
         #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
@@ -280,7 +282,7 @@ struct PretrainCommandTests {
             as! [String: Any]
         let training = manifest["training"] as! [String: Any]
         let base = try #require(training["base"] as? [String: Any])
-        #expect(base["name"] as? String == "celeba-ref-small-32")
+        #expect(base["name"] as? String == builtinName)
         #expect((base["sha256"] as? String)?.count == 64)
         #expect(base["training"] as? String == "head")
         let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))

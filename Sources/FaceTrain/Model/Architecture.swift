@@ -29,6 +29,25 @@ extension ModelDefinition {
             layers: layers, embedding: embedding, classLabels: classLabels, inputSize: inputSize, channels: channels)
     }
 
+    /// `ref-small-gdc`: ref-small whose embedding is a global depthwise convolution (MobileFaceNet's
+    /// GDConv, Chen et al. 2018) over the last 8x8 map instead of its average: each channel weighs
+    /// every position with its own filter, so the embedding keeps *where* on the face a feature is
+    /// (eyes above the mouth), which averaging throws away. The pool that follows only flattens the
+    /// 1x1 map. Input sizes are multiples of 8.
+    public static func referenceSmallGlobalDepthwise(
+        classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
+    ) -> ModelDefinition {
+        var definition = referenceSmall(classLabels: classLabels, inputSize: inputSize, channels: channels, width: width)
+        let embedding = width * 8
+        let poolIndex = definition.layers.firstIndex(of: .globalAveragePool)!
+        definition.layers.insert(
+            .conv2D(
+                inputChannels: embedding, outputChannels: embedding, kernelSize: max(1, inputSize / 8), stride: 1,
+                padding: 0, groups: embedding),
+            at: poolIndex)
+        return definition
+    }
+
     /// What every named architecture ends with, after its last convolution block: global average
     /// pooling, then batch norm of the pooled features (a "BN neck", Luo et al. 2019: it centres the
     /// embedding, which after ReLU and pooling is all positive, so that people spread over the whole
@@ -142,6 +161,10 @@ extension ModelDefinition {
             summary:
                 "plain stack: 3 conv 3x3 + batch norm + ReLU + 2x2 max-pool blocks, conv to 8x width, pooled, BN neck",
             build: { referenceSmall(classLabels: $0, inputSize: $1, channels: $2, width: $3) }),
+        NamedArchitecture(
+            name: "ref-small-gdc",
+            summary: "ref-small with a global depthwise convolution (GDConv) embedding instead of average pooling",
+            build: { referenceSmallGlobalDepthwise(classLabels: $0, inputSize: $1, channels: $2, width: $3) }),
         NamedArchitecture(
             name: "mobile-face",
             summary: "MobileFaceNet-like: depthwise-separable inverted bottlenecks with residual adds, pooled, BN neck",

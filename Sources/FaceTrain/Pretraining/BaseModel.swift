@@ -148,7 +148,7 @@ public struct BaseModel: Sendable {
         }
     }
 
-    /// The base compiled into facetrain (base/celeba-ref-small-32 of its repository), verified.
+    /// The base compiled into facetrain (base/builtin of its repository), verified.
     public static func builtin() throws(BaseModelError) -> BaseModel {
         var contents: [String: Data] = [:]
         for (index, name) in (files + ["SHA256SUMS"]).enumerated() {

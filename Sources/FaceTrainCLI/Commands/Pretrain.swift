@@ -21,14 +21,14 @@ struct Pretrain: Command {
             .option("batch-size", "n", "Crops per training step.", default: "128"),
             .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
             .option("seed", "n", "Seed of everything random; the same seed gives the same weights.", default: "1"),
-            .option("name", "text", "Name recorded in the base manifest.", default: "celeba-ref-small-32"),
+            .option("name", "text", "Name recorded in the base manifest (default: <data folder>-<architecture>-<width>)."),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
             .option("teacher", "file.h5", "Descriptors of a stronger network per crop, to distil."),
             .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
             .option(
                 "teacher-loss", "kind",
                 "relational (the student's similarities follow the teacher's) or feature (a linear map of the embedding follows each descriptor).",
-                default: "relational"),
+                default: "feature"),
             .option("cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
             .option(
                 "remeasure", "dir",
@@ -82,7 +82,7 @@ struct Pretrain: Command {
         if let teacher {
             configuration.teacher = teacher.lastPathComponent
             configuration.teacherWeight = try arguments.required("teacher-weight")
-            let loss = arguments.string("teacher-loss") ?? "relational"
+            let loss = arguments.string("teacher-loss") ?? "feature"
             guard let kind = PretrainConfiguration.TeacherLoss(rawValue: loss) else {
                 throw UsageError(
                     message: "--teacher-loss \(loss) is not known; use "
@@ -94,7 +94,9 @@ struct Pretrain: Command {
             }
         }
         self.configuration = configuration
-        name = try arguments.required("name")
+        name =
+            arguments.string("name")
+            ?? "\(data.standardizedFileURL.lastPathComponent)-\(configuration.architecture)-\(configuration.width)"
         version = try arguments.required("version")
         guard version >= 1 else { throw UsageError(message: "--version must be a positive integer") }
         cache =

@@ -330,7 +330,7 @@ import Testing
     @Test func builtinBaseManifestReencodesIdentically() throws {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
-                "base/celeba-ref-small-32/manifest.json")
+                "base/builtin/manifest.json")
         let data = try Data(contentsOf: url)
         let manifest = try JSONDecoder().decode(BaseModel.Manifest.self, from: data)
         #expect(try JSONText.data(manifest) + Data("\n".utf8) == data)
