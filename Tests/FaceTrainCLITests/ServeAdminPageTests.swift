@@ -67,8 +67,22 @@ extension ServeCommandTests {
         #expect(write.status == 401)
         let forged = "facetrain_admin=" + String(repeating: "0", count: 64)
         #expect(try server.curl("GET", "/", ["-H", "Cookie: \(forged)"], authorized: false).status == 401)
+        // The version's report, made from its held-out crops; the session opens it, nobody else.
+        #expect(text.contains("<a href=\"/v1/models/1/report.html\">"))
+        let report = try server.curl(
+            "GET", "/v1/models/1/report.html", ["-H", "Cookie: \(session)"], authorized: false)
+        #expect(report.status == 200 && report.headers["content-type"] == "text/html; charset=utf-8")
+        #expect(String(decoding: report.body, as: UTF8.self).contains("facetrain model 1"))
+        #expect(try server.curl("GET", "/v1/models/1/report.html", authorized: false).status == 401)
+        #expect(try server.curl("GET", "/v1/models/7/report.html").status == 404)
         let logout = try server.curl("POST", "/logout", ["-H", "Cookie: \(session)"], authorized: false)
         #expect(logout.status == 303 && logout.headers["set-cookie"]?.contains("Max-Age=0") == true)
+        // Once a person it was trained on is deleted, their held-out crops are gone and so is the report.
+        #expect(try server.json("DELETE", "/v1/users/3").status == 200)
+        let gone = try server.json("GET", "/v1/models/1/report.html")
+        #expect(
+            gone.status == 409 && (gone.object["error"] as? String)?.contains("no longer in the data folder") == true,
+            "\(gone.object)")
     }
 
     /// Runs headless Chromium with a profile folder; its stdout and stderr.
@@ -125,5 +139,10 @@ extension ServeCommandTests {
         #expect(dom.contains("<tr class=\"version published\" id=\"version-1\">"))
         #expect(dom.contains("<span id=\"published-version\">1</span>"))
         #expect(dom.components(separatedBy: "<img class=\"thumbnail\"").count == 6)
+
+        // The version's report, under the same Content-Security-Policy.
+        let report = try Self.runChromium(["--dump-dom", "\(server.origin)/v1/models/1/report.html"], profile: profile)
+        #expect(report.status == 0 && report.standardOutput.contains("facetrain model 1"), "\(report.standardError)")
+        #expect(Self.consoleLines(report.standardError).isEmpty, "\(Self.consoleLines(report.standardError))")
     }
 }

@@ -28,6 +28,9 @@ struct AdminPage {
     /// Shown when the server has a token (there is a session to end).
     var canLogOut: Bool
 
+    /// The report's name under `/v1/models/{version}/`; it is made on request, never stored.
+    static let reportName = "report.html"
+
     static let contentSecurityPolicy =
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; "
         + "base-uri 'none'"
@@ -165,9 +168,9 @@ struct AdminPage {
                 + "<td>\(links)</td><td>\(status)</td></tr>\n"
         }
         text +=
-            "</table>\n<p class=\"muted\">The HTML evaluation report of a version is written by "
-            + "<code>facetrain eval --model MODELS/VERSION --report FILE.html</code>; bundles hold its numbers "
-            + "(metrics.json, shown above), not the page.</p>\n"
+            "</table>\n<p class=\"muted\">A report is made when it is opened, from the version's held-out "
+            + "crops in the data folder (as <code>facetrain eval --report</code> does): it takes a few seconds, "
+            + "and cannot be made once a person it was trained on is deleted.</p>\n"
         return text
     }
 
@@ -214,7 +217,7 @@ extension ServerRoutes {
         request.header("accept")?.contains("text/html") == true
     }
 
-    private func htmlResponse(_ status: Int, _ html: String, headers: [(String, String)] = []) -> HTTPResponse {
+    func htmlResponse(_ status: Int, _ html: String, headers: [(String, String)] = []) -> HTTPResponse {
         HTTPResponse(
             status: status,
             headers: [
@@ -247,7 +250,7 @@ extension ServerRoutes {
                 users: verification.manifest?.users.count, metrics: verification.metrics,
                 isPublished: version == published, problems: verification.problems,
                 files: [BundleVerifier.coreMLName, BundleVerifier.onnxName].filter(present.contains)
-                    + [BundleVerifier.manifestName])
+                    + [BundleVerifier.manifestName] + (verification.problems.isEmpty ? [AdminPage.reportName] : []))
         }
         let page = AdminPage(
             users: users, versions: versions, jobs: queue.all(), publishedVersion: published,
@@ -284,5 +287,58 @@ extension ServerRoutes {
         let cookie =
             "\(Self.sessionCookie)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" + (secureCookies ? "; Secure" : "")
         return HTTPResponse(status: 303, headers: [("Location", "/"), ("Set-Cookie", cookie)])
+    }
+}
+
+extension ServerRoutes {
+    /// `GET /v1/models/{version}/report.html`: the page `facetrain eval --report` writes, made now from
+    /// the version's held-out crops in the data folder. Never stored: it shows crops, and a deletion
+    /// has to take those away.
+    func report(_ version: Int) throws -> HTTPResponse {
+        let folder = repository.bundleURL(version: version)
+        guard FileSystem.kind(at: folder) == .directory else {
+            throw ClientError(404, "there is no version \(version); GET /v1/models lists the versions")
+        }
+        let bundle: ModelBundle
+        do {
+            bundle = try ModelBundle.open(folder)
+        } catch {
+            throw ClientError(409, "version \(version) cannot be opened, so it has no report: \(error)")
+        }
+        let metricsDocument =
+            (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap {
+                try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
+            } ?? [:]
+        let hashes = Set(((metricsDocument["held_out"] as? [[String: String]]) ?? []).compactMap { $0["sha256"] })
+        guard !hashes.isEmpty else {
+            throw ClientError(
+                409, "version \(version)'s metrics.json records no held-out crops, so there is nothing to report on")
+        }
+        let input = bundle.model.definition.input
+        var options = DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels)
+        options.forEvaluation = true
+        options.skipBad = true
+        // Held still while it is read, as for a training.
+        store.beginReading()
+        let dataset: FaceDataset
+        do {
+            defer { store.endReading() }
+            dataset = try FaceDataset.load(from: store.root, options: options)
+        }
+        let samples = dataset.samples.filter { hashes.contains($0.contentHash) }
+        guard samples.count == hashes.count else {
+            throw ClientError(
+                409,
+                "\(hashes.count - samples.count) of the \(hashes.count) held-out crops of version \(version) are no "
+                    + "longer in the data folder (a person was deleted, or crops removed), so its report cannot be "
+                    + "made; a version trained since has its own")
+        }
+        let names = Dictionary(bundle.manifest.users.map { (String($0.id), $0.name) }) { first, _ in first }
+        let run = try ModelEvaluation.evaluate(
+            bundle.model, on: samples, names: names,
+            targetFalseAcceptRate: metricsDocument["target_far"] as? Double ?? 0.05,
+            threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: true)
+        let page = HTMLReport(bundle: bundle, run: run, samples: samples, metricsDocument: metricsDocument)
+        return htmlResponse(200, page.html)
     }
 }

@@ -26,6 +26,8 @@ enum Route: Equatable {
     case admin, login, logout, health, metrics
     case model, models
     case download(version: Int, file: String)
+    /// The version's HTML evaluation report, made on request from its held-out crops.
+    case report(version: Int)
     case publish(version: Int)
     case rollback(version: Int)
     case users
@@ -58,6 +60,7 @@ enum Route: Equatable {
             case ("users", "photos"): self = .photos(id: number!)
             case ("models", "publish"): self = .publish(version: number!)
             case ("models", "rollback"): self = .rollback(version: number!)
+            case ("models", AdminPage.reportName): self = .report(version: number!)
             case ("models", let file) where ServerRoutes.downloads[file] != nil:
                 self = .download(version: number!, file: file)
             default: return nil
@@ -79,6 +82,7 @@ enum Route: Equatable {
         case .download(_, let file): return "/v1/models/{version}/\(file)"
         case .publish: return "/v1/models/{version}/publish"
         case .rollback: return "/v1/models/{version}/rollback"
+        case .report: return "/v1/models/{version}/\(AdminPage.reportName)"
         case .users: return "/v1/users"
         case .user: return "/v1/users/{id}"
         case .photos: return "/v1/users/{id}/photos"
@@ -167,6 +171,11 @@ struct ServerRoutes: Sendable {
                 try authorizeRead(request)
                 return try download(version, file, Self.downloads[file]!, request)
             }
+        case .report(let version):
+            return try only(["GET"], method) {
+                try authorizeAdmin(request)
+                return try report(version)
+            }
         case .publish(let version):
             return try only(["POST"], method) {
                 try authorize(request)
@@ -253,7 +262,7 @@ struct ServerRoutes: Sendable {
     }
 
     /// Reads the admin page links to: the token, or the session cookie of its login form.
-    private func authorizeAdmin(_ request: HTTPRequest) throws {
+    func authorizeAdmin(_ request: HTTPRequest) throws {
         guard !isAdmin(request) else { return }
         try authorize(request)
         throw ClientError(401, "the admin session is not valid; log in again at /")
