@@ -85,6 +85,23 @@ extension ServeCommandTests {
             "\(gone.object)")
     }
 
+    @Test func adminPageShowsTheRunningJob() throws {
+        let (synth, data, models) = try Self.folders(users: 5, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        // The training stops dead once it is running, so the page can be read while it is.
+        let server = try Server(data: data, models: models, pauseAt: "training-running")
+        defer { server.kill() }
+        _ = try Self.enroll(server, synth, count: 5)
+        #expect(try server.json("POST", "/v1/training").object["job"] as? Int == 1)
+        #expect(server.process.waitFor("paused at training-running", timeout: 60), "\(server.process.standardError)")
+        let page = String(decoding: try server.curl("GET", "/").body, as: UTF8.self)
+        #expect(page.contains("<p id=\"running-job\">Job 1: loading data"), "\(page)")
+        #expect(page.contains("role=\"progressbar\"") && page.contains("<meta http-equiv=\"refresh\" content=\"5\">"))
+        let metrics = try Self.scrape(server)
+        #expect(metrics.value("facetrain_trainings_running") == 1)
+        #expect(metrics.value("facetrain_training_progress_ratio") == 0)
+    }
+
     /// Runs headless Chromium with a profile folder; its stdout and stderr.
     static func runChromium(_ arguments: [String], profile: URL) throws -> CLIRunner.Result {
         try CLIRunner.runProgram(

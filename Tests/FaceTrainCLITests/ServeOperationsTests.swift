@@ -302,6 +302,19 @@ extension ServeCommandTests {
         let backwards = try server.json("POST", "/v1/models/1/publish")
         #expect(backwards.status == 409 && (backwards.object["error"] as? String)?.contains("rollback") == true)
 
+        // The gate's refusals come back as they are: this test bundle has no Core ML file for the app.
+        let written = try CLIRunner.run(
+            ["_test-write-bundle", "--models", models.path, "--users", "3,4,5,6,7"],
+            environment: ["FACETRAIN_TEST_COMMANDS": "1"])
+        #expect(written.status == 0, "\(written.standardError)")
+        let unevaluated = try server.json("POST", "/v1/models/3/publish")
+        #expect(unevaluated.status == 409, "\(unevaluated.object)")
+        #expect(
+            (unevaluated.object["error"] as? String)?.hasPrefix(
+                "refused to publish version 3: it has no FaceClassifier")
+                == true, "\(unevaluated.object)")
+        #expect(try server.json("GET", "/v1/model").object["version"] as? Int == 2)
+
         // Verification is part of the gate: a tampered bundle is refused, and latest.json stays.
         let onnx = models.appendingPathComponent("1/model.onnx")
         var bytes = try Data(contentsOf: onnx)
@@ -313,6 +326,29 @@ extension ServeCommandTests {
             tampered.status == 409 && (tampered.object["error"] as? String)?.contains("verification") == true,
             "\(tampered.object)")
         #expect(try server.json("GET", "/v1/model").object["version"] as? Int == 2)
+    }
+
+    @Test func serveGateOptionsRefuseOverHTTP() throws {
+        let (synth, data, models) = try Self.folders(users: 5, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let bad = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--min-accuracy", "2"])
+        #expect(bad.status == 64 && bad.standardError.contains("--min-accuracy"), "\(bad.standardError)")
+        let server = try Server(data: data, models: models, extra: ["--min-accuracy", "1"])
+        defer { server.kill() }
+        _ = try Self.enroll(server, synth, count: 5)
+        let record = try Self.train(server)
+        let accuracy = try #require(record["userAccuracy"] as? Double)
+        if accuracy < 1 {
+            // The training's publish and the route's are the same gate with the same reason.
+            #expect(record["state"] as? String == "refused", "\(record)")
+            #expect((record["error"] as? String)?.contains("below --min-accuracy 1") == true, "\(record)")
+            let again = try server.json("POST", "/v1/models/1/publish")
+            #expect(
+                again.status == 409 && (again.object["error"] as? String)?.contains("below --min-accuracy 1") == true)
+            #expect(try server.json("GET", "/v1/model").status == 404)
+        } else {
+            #expect(record["state"] as? String == "succeeded", "\(record)")
+        }
     }
 
     // MARK: Range
