@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # `make bench-serve`: GET /v1/model requests per second and latency percentiles of a throwaway
-# server on 127.0.0.1, idle and while a training runs. Bounded: REQUESTS per phase (default 3000),
-# CONCURRENCY parallel connections (default 8), TIME_LIMIT seconds per phase (default 30). It is a
-# benchmark, not a test: the numbers depend on the machine and on what else runs on it.
+# server on 127.0.0.1, idle and while a training runs, then UPLOADERS (default 20) people uploading
+# 25 crops each at once. Bounded: REQUESTS per phase (default 3000), CONCURRENCY parallel connections
+# (default 8), TIME_LIMIT seconds per phase (default 30). It is a benchmark, not a test: the numbers
+# depend on the machine and on what else runs on it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.build/release/facetrain}
 REQUESTS=${REQUESTS:-3000}
 CONCURRENCY=${CONCURRENCY:-8}
 TIME_LIMIT=${TIME_LIMIT:-30}
+UPLOADERS=${UPLOADERS:-20}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/facetrain-bench-serve-XXXXXX")
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"$BIN" synth --out "$WORK/synth" --users 20 --per-user 12 --seed 9 > /dev/null
+# Users 3..22 are enrolled first; the next UPLOADERS upload at once later.
+"$BIN" synth --out "$WORK/synth" --users $((20 + UPLOADERS)) --per-user 25 --seed 9 > /dev/null
 mkdir "$WORK/data" && cp -r "$WORK/synth/1" "$WORK/synth/2" "$WORK/data/"
 openssl rand -hex 24 > "$WORK/token"
 AUTH="Authorization: Bearer $(cat "$WORK/token")"
@@ -81,4 +84,36 @@ record = json.load(sys.stdin)["record"]
 start, end = (datetime.datetime.fromisoformat(record[key].replace("Z", "+00:00")) for key in ("startedAt", "finishedAt"))
 job, state = record["job"], record["state"]
 print(f"(training job {job}: {state} in {(end - start).total_seconds():.0f} s, to the second; the phase took {float(sys.argv[1]):.1f} s)")' "$seconds"
+# UPLOADERS people register, then all upload their 25 crops at the same moment.
+ids=()
+for user in $(seq 23 $((22 + UPLOADERS))); do
+    ids+=("$(curl -sS -H "$AUTH" -d "{\"name\": \"Uploader $user\"}" "$API/v1/users" | json '["id"]'):$user")
+done
+start=$(python3 -c 'import time; print(time.time())')
+pids=()
+for pair in "${ids[@]}"; do
+    files=()
+    for crop in "$WORK/synth/${pair#*:}"/*.jpg; do files+=(-F "photos=@$crop"); done
+    curl -sS -m "$TIME_LIMIT" -o "$WORK/upload-${pair%%:*}.json" -H "$AUTH" "${files[@]}" "$API/v1/users/${pair%%:*}/photos" &
+    pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || true; done
+seconds=$(elapsed "$start")
+curl -sS -H "$AUTH" "$API/v1/users" > "$WORK/users.json"
+python3 - "$WORK" "$seconds" "${ids[@]}" <<'PY'
+import json, sys
+work, seconds, pairs = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+crops = {user["id"]: user["crops"] for user in json.load(open(f"{work}/users.json"))["users"]}
+answered = lost = 0
+for pair in pairs:
+    id = int(pair.split(":")[0])
+    try:
+        stored = json.load(open(f"{work}/upload-{id}.json")).get("stored")
+    except (OSError, ValueError):
+        stored = None
+    answered += stored == 25
+    lost += crops.get(id, 0) != 25
+print(f"({len(pairs)} uploaders x 25 crops at once: {answered} answered stored=25, {lost} users without "
+      f"exactly 25 crops on the server afterwards, {seconds:.1f} s)")
+PY
 echo "($(nproc) cores of $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load average $(cut -d' ' -f1-3 /proc/loadavg))"
