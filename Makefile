@@ -10,7 +10,8 @@ PKGS := openblas:libopenblas-dev lapacke:liblapacke-dev hdf5:libhdf5-dev \
         libturbojpeg:libturbojpeg0-dev libpng:libpng-dev libcrypto:libssl-dev \
         libmicrohttpd:libmicrohttpd-dev
 # command : Debian package (tools the tests call)
-TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils curl:curl
+TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreutils curl:curl \
+         openssl:openssl chromium:chromium
 
 SHARED   ?= ../shared
 BASE     := base/builtin
@@ -22,7 +23,7 @@ BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 32 --seed 1 --name
 # The suites that run a second time with Swift's runtime checks (see `test`).
 CHECKED_TESTS := FaceTrainTests\.(KernelTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
 
-.PHONY: all deps pydeps build release demo serve test bench bench-enrollment quality base lint format clean
+.PHONY: all deps pydeps build release demo serve admin-screenshot test bench bench-enrollment bench-serve quality base lint format clean
 
 all: build
 
@@ -60,6 +61,10 @@ serve: release
 	@[ -f $(DATA)/users.json ] || .build/release/facetrain synth --out $(DATA) --users 20 --per-user 25 --seed 1
 	.build/release/facetrain serve --data $(DATA) --models $(MODELS)
 
+# The admin page (GET /) of a throwaway server on synthetic users, rendered by headless Chromium.
+admin-screenshot: release
+	SCREENSHOT=$(or $(SCREENSHOT),.build/admin.png) bash Tests/Scripts/admin_screenshot.sh
+
 # Tests run optimised: training and gradient checks are what they exercise.
 # Then the engine's kernel, layer, loss and network tests again with Swift's checks on (-O, not
 # -Ounchecked, in .build/checked): an out-of-bounds index there traps instead of reading garbage.
@@ -80,6 +85,10 @@ base: release
 # Wall time of fit from the base for 100 users (cold and warm embedding cache) and from scratch.
 bench-enrollment: release
 	bash Tests/Scripts/bench_enrollment.sh
+
+# GET /v1/model requests/s and p99 of a throwaway server on 127.0.0.1, idle and during a training (bounded).
+bench-serve: release
+	bash Tests/Scripts/bench_serve.sh
 
 quality: release
 	bash datasets/quality.sh

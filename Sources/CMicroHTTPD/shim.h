@@ -7,11 +7,25 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 
-/// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection.
+/// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection; with
+/// MHD_USE_TLS in `flags`, `certificate` and `key` are the PEM texts (else both NULL).
 static inline struct MHD_Daemon *cmhd_start_daemon(
     unsigned int flags, const struct sockaddr_in *address, MHD_AccessHandlerCallback handler,
     MHD_RequestCompletedCallback completed, void *context, unsigned int connectionLimit,
-    unsigned int timeoutSeconds, size_t connectionMemoryLimit) {
+    unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate, const char *key) {
+    if (certificate != NULL && key != NULL) {
+        return MHD_start_daemon(
+            flags, ntohs(address->sin_port), NULL, NULL, handler, context,
+            MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)address,
+            MHD_OPTION_NOTIFY_COMPLETED, completed, context,
+            MHD_OPTION_CONNECTION_LIMIT, connectionLimit,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit,
+            MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, connectionMemoryLimit,
+            MHD_OPTION_HTTPS_MEM_CERT, certificate,
+            MHD_OPTION_HTTPS_MEM_KEY, key,
+            MHD_OPTION_END);
+    }
     return MHD_start_daemon(
         flags, ntohs(address->sin_port), NULL, NULL, handler, context,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)address,
@@ -27,4 +41,9 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
 static inline int cmhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? (int)info->port : -1;
+}
+
+/// Whether libmicrohttpd was built with TLS (GnuTLS); MHD_FEATURE's aliased cases do not import into Swift.
+static inline int cmhd_supports_tls(void) {
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
 }

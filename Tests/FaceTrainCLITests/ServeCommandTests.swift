@@ -13,12 +13,18 @@ struct ServeCommandTests {
         let process: CLIRunner.Background
         let port: Int
         let token: String?
+        /// The CA file curl trusts when the server speaks HTTPS.
+        let certificateAuthority: URL?
 
+        var origin: String { "\(certificateAuthority == nil ? "http" : "https")://127.0.0.1:\(port)" }
+
+        /// Trainings after a quiet period are off unless `extra` asks for them, so tests count jobs exactly.
         init(
             data: URL, models: URL, token: String? = ServeCommandTests.token, extra: [String] = [],
-            pauseAt: String? = nil
+            pauseAt: String? = nil, certificateAuthority: URL? = nil
         ) throws {
             var arguments = ["serve", "--data", data.path, "--models", models.path, "--listen", "127.0.0.1:0"] + extra
+            if !extra.contains("--train-after") { arguments += ["--train-after", "off"] }
             if let token {
                 let file = models.deletingLastPathComponent().appendingPathComponent("token-\(UUID().uuidString)")
                 try Data((token + "\n").utf8).write(to: file)
@@ -28,8 +34,9 @@ struct ServeCommandTests {
             if let pauseAt { environment["FACETRAIN_TEST_PAUSE_AT"] = pauseAt }
             process = try CLIRunner.Background(arguments, environment: environment)
             self.token = token
-            guard process.waitFor("listening on http://127.0.0.1:", timeout: 60),
-                let match = process.standardError.firstMatch(of: /listening on http:\/\/127\.0\.0\.1:(\d+)/),
+            self.certificateAuthority = certificateAuthority
+            guard process.waitFor("listening on ", timeout: 60),
+                let match = process.standardError.firstMatch(of: /listening on https?:\/\/127\.0\.0\.1:(\d+)/),
                 let port = Int(match.1)
             else {
                 process.kill()
@@ -49,7 +56,8 @@ struct ServeCommandTests {
             let headersURL = scratch.appendingPathComponent("headers")
             var all = ["-sS", "-X", method, "-o", bodyURL.path, "-D", headersURL.path, "-w", "%{http_code}"]
             if authorized, let token { all += ["-H", "Authorization: Bearer \(token)"] }
-            all += arguments + ["http://127.0.0.1:\(port)\(path)"]
+            if let certificateAuthority { all += ["--cacert", certificateAuthority.path] }
+            all += arguments + [origin + path]
             let result = try ProcessRunner.run("/usr/bin/curl", all)
             guard let status = Int(result.standardOutput) else {
                 throw TestFailure("curl \(method) \(path) failed: \(result.standardError)")

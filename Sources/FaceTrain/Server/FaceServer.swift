@@ -8,8 +8,14 @@ public struct ServerConfiguration: Sendable {
     public var port = 8080
     /// The bearer token write routes need; nil leaves them open (allowed on loopback only).
     public var token: String?
-    /// Listen on a non-loopback address over plain HTTP (there is no TLS yet).
+    /// Listen on a non-loopback address over plain HTTP.
     public var insecureHTTP = false
+    /// Serve HTTPS with this certificate and key.
+    public var tls: TLSCredentials?
+    /// Reads of the published model need the token too.
+    public var isPrivate = false
+    /// Seconds of quiet after a change in users or crops before a training is queued by itself; nil: never.
+    public var trainAfter: TimeInterval? = 60
     public var limits = HTTPLimits()
     public var maximumCropsPerUser = 200
     /// Trainings: the job every `POST /v1/training` runs (its data and models are the server's).
@@ -47,10 +53,10 @@ public struct ServerConfiguration: Sendable {
             return "--listen \(host) is not a loopback address: anyone on the network could change users and "
                 + "trainings; give --token-file"
         }
-        guard insecureHTTP else {
-            return "--listen \(host) is not a loopback address and TLS is not built yet: tokens and faces would "
-                + "cross the network in clear text; add --insecure-http to accept that (or put a TLS proxy in front "
-                + "and listen on 127.0.0.1)"
+        guard tls != nil || insecureHTTP else {
+            return "--listen \(host) is not a loopback address and there is no --cert/--key: tokens and faces would "
+                + "cross the network in clear text; give --cert FILE --key FILE for HTTPS, or add --insecure-http to "
+                + "accept that (e.g. behind a TLS proxy)"
         }
         return nil
     }
@@ -62,6 +68,7 @@ public final class FaceServer: @unchecked Sendable {
     public let configuration: ServerConfiguration
     public let store: UserStore
     public let queue: TrainingQueue
+    public let metrics = ServerMetrics()
     private var http: HTTPServer?
 
     /// The port it listens on.
@@ -81,15 +88,27 @@ public final class FaceServer: @unchecked Sendable {
             store: store, models: configuration.models, job: configuration.fitJob, gate: configuration.gate,
             baseURL: configuration.baseURL)
         queue.pause = configuration.pause
-        let routes = ServerRoutes(
-            store: store, queue: queue, repository: repository,
+        queue.quietPeriod = configuration.trainAfter
+        queue.minimumCrops = configuration.fitJob.loadOptions.minimumImages
+        let metrics = self.metrics
+        queue.finished = { metrics.recordTraining($0) }
+        var routes = ServerRoutes(
+            store: store, queue: queue, repository: repository, metrics: metrics,
             tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })
+        routes.isPrivate = configuration.isPrivate
+        routes.gate = configuration.gate
+        routes.baseURL = configuration.baseURL
+        routes.secureCookies = configuration.tls != nil
         let log = configuration.log
-        http = try HTTPServer(host: configuration.host, port: configuration.port, limits: configuration.limits) {
-            request in
+        http = try HTTPServer(
+            host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
+            urlEncodedFormPaths: [Route.login.template]
+        ) { [routes] request in
             let started = Date()
-            let response = routes.respond(request)
-            log(request.method, request.path, response.status, Date().timeIntervalSince(started) * 1000)
+            let (response, route) = routes.respond(request)
+            let seconds = Date().timeIntervalSince(started)
+            metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: seconds)
+            log(request.method, request.path, response.status, seconds * 1000)
             return response
         }
         queue.start()

@@ -21,8 +21,10 @@ public struct HTTPRequest: Sendable {
     public var body: Data
     /// The files of a multipart/form-data body, in order.
     public var files: [FormFile]
-    /// The non-file fields of a multipart/form-data body.
+    /// The non-file fields of a multipart/form-data or application/x-www-form-urlencoded body.
     public var fields: [String: String]
+    /// Cookies by name, as libmicrohttpd parsed the Cookie header.
+    public var cookies: [String: String] = [:]
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
@@ -58,6 +60,20 @@ public struct HTTPLimits: Sendable {
     public init() {}
 }
 
+/// A PEM certificate chain and its private key, for HTTPS.
+public struct TLSCredentials: Sendable {
+    public var certificate: Data
+    public var key: Data
+
+    public init(certificate: Data, key: Data) {
+        self.certificate = certificate
+        self.key = key
+    }
+
+    /// Whether this libmicrohttpd was built with GnuTLS (Debian's is).
+    public static var isSupported: Bool { cmhd_supports_tls() != 0 }
+}
+
 /// Why a server could not start.
 public struct HTTPServerError: Error, CustomStringConvertible {
     public var description: String
@@ -70,29 +86,56 @@ public final class HTTPServer: @unchecked Sendable {
 
     let handler: Handler
     let limits: HTTPLimits
+    /// Paths whose application/x-www-form-urlencoded bodies libmicrohttpd decodes into `fields`.
+    let urlEncodedFormPaths: Set<String>
     private var daemon: OpaquePointer?
+    /// The PEM texts handed to libmicrohttpd, kept alive (NUL-terminated) as long as the daemon.
+    private var pemCopies: [UnsafeMutablePointer<CChar>] = []
 
     /// The port it listens on (the one the kernel chose when asked for port 0).
     public private(set) var port = 0
 
-    /// Starts listening on an IPv4 `host` and `port` (0: any free port).
-    public init(host: String, port: Int, limits: HTTPLimits, handler: @escaping Handler) throws {
+    /// Starts listening on an IPv4 `host` and `port` (0: any free port), over HTTPS when `tls` is given.
+    public init(
+        host: String, port: Int, limits: HTTPLimits, tls: TLSCredentials? = nil, urlEncodedFormPaths: Set<String> = [],
+        handler: @escaping Handler
+    ) throws {
         self.handler = handler
         self.limits = limits
+        self.urlEncodedFormPaths = urlEncodedFormPaths
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port)).bigEndian
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             throw HTTPServerError(description: "\(host) is not an IPv4 address (IPv6 is not supported yet)")
         }
-        let flags =
+        var flags =
             MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue
             | MHD_USE_AUTO.rawValue | MHD_USE_ERROR_LOG.rawValue
+        var certificate: UnsafeMutablePointer<CChar>?
+        var key: UnsafeMutablePointer<CChar>?
+        if let tls {
+            guard TLSCredentials.isSupported else {
+                throw HTTPServerError(
+                    description: "this libmicrohttpd was built without TLS; install Debian's libmicrohttpd12 "
+                        + "(built with GnuTLS) or drop --cert/--key")
+            }
+            flags |= MHD_USE_TLS.rawValue
+            certificate = strdup(String(decoding: tls.certificate, as: UTF8.self))
+            key = strdup(String(decoding: tls.key, as: UTF8.self))
+            pemCopies = [certificate, key].compactMap { $0 }
+        }
         // Connection memory holds headers and the post processor's buffer, not bodies (we copy those).
         daemon = cmhd_start_daemon(
             UInt32(flags), &address, accessHandler, requestCompleted, Unmanaged.passUnretained(self).toOpaque(),
-            UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10)
+            UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
         guard let daemon else {
+            if tls != nil {
+                throw HTTPServerError(
+                    description: "cannot start HTTPS on \(host):\(port): GnuTLS refused the certificate or key "
+                        + "(the reason is logged above); check that --cert is a PEM certificate and --key the PEM "
+                        + "private key that belongs to it")
+            }
             throw HTTPServerError(
                 description: "cannot listen on \(host):\(port) (\(String(cString: strerror(errno)))); "
                     + "is another server using the port?")
@@ -104,6 +147,8 @@ public final class HTTPServer: @unchecked Sendable {
     public func stop() {
         if let daemon { MHD_stop_daemon(daemon) }
         daemon = nil
+        for copy in pemCopies { free(copy) }
+        pemCopies = []
     }
 
     deinit { stop() }
@@ -115,7 +160,10 @@ public final class HTTPServer: @unchecked Sendable {
         let method: String
         let path: String
         var headers: [String: String] = [:]
+        var cookies: [String: String] = [:]
         var body = Data()
+        /// The most body bytes this request may send (multipart requests get more).
+        var bodyLimit = 0
         var files: [FormFile] = []
         var fields: [String: String] = [:]
         var postProcessor: OpaquePointer?
@@ -177,7 +225,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
 
         func request() -> HTTPRequest {
-            HTTPRequest(method: method, path: path, headers: headers, body: body, files: files, fields: fields)
+            HTTPRequest(
+                method: method, path: path, headers: headers, body: body, files: files, fields: fields,
+                cookies: cookies)
         }
     }
 
@@ -190,17 +240,26 @@ public final class HTTPServer: @unchecked Sendable {
             let state = RequestState(method: method, path: url, limits: limits)
             MHD_get_connection_values(
                 connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
+            MHD_get_connection_values(
+                connection, .COOKIE_KIND, collectCookie, Unmanaged.passUnretained(state).toOpaque())
             context.pointee = Unmanaged.passRetained(state).toOpaque()
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")
+            // Url-encoded fields are decoded only where a form posts them (the admin login): elsewhere
+            // such a body is kept whole, because curl -d sends JSON with that Content-Type.
+            let form =
+                multipart
+                || (contentType.hasPrefix("application/x-www-form-urlencoded") && urlEncodedFormPaths.contains(url))
             let limit = multipart ? limits.maximumUploadBytes : limits.maximumBodyBytes
+            state.bodyLimit = limit
             if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
                 state.refuse(413, "the request body is \(length) bytes; the limit is \(limit) bytes")
-            } else if multipart {
+            } else if form {
                 state.postProcessor = MHD_create_post_processor(
                     connection, 64 << 10, receivePost, Unmanaged.passUnretained(state).toOpaque())
                 if state.postProcessor == nil {
-                    state.refuse(400, "the multipart/form-data body has no boundary in its Content-Type")
+                    state.refuse(
+                        400, "the form body cannot be read: a multipart/form-data Content-Type needs a boundary")
                 }
             }
             // Answering now spares reading a body that will be refused (and curl's 100-continue waits for it).
@@ -213,12 +272,12 @@ public final class HTTPServer: @unchecked Sendable {
             size.pointee = 0
             if state.answered || state.refusal != nil { return .YES }  // read and dropped
             state.receivedBytes += count
-            let limit = state.postProcessor != nil ? limits.maximumUploadBytes : limits.maximumBodyBytes
+            let limit = state.bodyLimit
             if state.receivedBytes > limit {
                 state.refuse(413, "the request body is larger than the limit of \(limit) bytes")
             } else if let processor = state.postProcessor {
                 if MHD_post_process(processor, data, count) != .YES, state.refusal == nil {
-                    state.refuse(400, "the multipart/form-data body is malformed")
+                    state.refuse(400, "the form body is malformed; send multipart/form-data or url-encoded fields")
                 }
             } else if let data {
                 state.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: count)
@@ -283,6 +342,16 @@ private func collectHeader(
     guard let context, let key else { return .YES }
     let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(context).takeUnretainedValue()
     state.headers[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+    return .YES
+}
+
+private func collectCookie(
+    _ context: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
+    _ value: UnsafePointer<CChar>?
+) -> MHD_Result {
+    guard let context, let key else { return .YES }
+    let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.cookies[String(cString: key)] = value.map { String(cString: $0) } ?? ""
     return .YES
 }
 

@@ -38,12 +38,22 @@ public final class TrainingQueue: @unchecked Sendable {
     let baseURL: String?
     /// Called at named points (tests kill the process there).
     var pause: @Sendable (String) -> Void = { _ in }
+    /// Called with the state each training ended in.
+    var finished: @Sendable (TrainingJob.State) -> Void = { _ in }
+    /// Seconds without a change in users or crops before a change queues a training by itself;
+    /// nil: only `POST /v1/training` queues.
+    var quietPeriod: TimeInterval?
+    /// A training queued by a change waits until every user with crops has at least this many
+    /// (fewer makes the fit fail, which a person still uploading should not see).
+    var minimumCrops = 1
 
     private let condition = NSCondition()
     private var jobs: [TrainingJob] = []
     private var nextJob = 1
     private var stopping = false
     private var thread: Thread?
+    /// When the last change's quiet period ends.
+    private var changeDue: Date?
 
     static let keptJobs = 200
     private struct Records: Codable {
@@ -100,6 +110,15 @@ public final class TrainingQueue: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Records a change in users or crops: a training is queued once `quietPeriod` passes without another.
+    public func noteChange() {
+        guard let quietPeriod else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        changeDue = Date().addingTimeInterval(quietPeriod)
+        condition.broadcast()
+    }
+
     /// Queues a training; a job still waiting already covers every change, so it is returned instead.
     public func enqueue() throws -> TrainingJob {
         condition.lock()
@@ -141,10 +160,30 @@ public final class TrainingQueue: @unchecked Sendable {
     private func work() {
         while true {
             condition.lock()
-            while !stopping && !jobs.contains(where: { $0.state == .queued }) { condition.wait() }
+            var changed = false
+            while !stopping && !jobs.contains(where: { $0.state == .queued }) {
+                if let due = changeDue {
+                    if Date() >= due {
+                        changeDue = nil
+                        changed = true
+                        break
+                    }
+                    condition.wait(until: due)
+                } else {
+                    condition.wait()
+                }
+            }
             if stopping {
                 condition.unlock()
                 return
+            }
+            if changed {
+                condition.unlock()
+                // The store's lock is taken before the queue's elsewhere (a training reports while it
+                // holds the folder), so the crop counts are read with the queue unlocked.
+                let counts = store.list().map(\.crops).filter { $0 > 0 }
+                if !counts.isEmpty, counts.allSatisfy({ $0 >= minimumCrops }) { _ = try? enqueue() }
+                continue
             }
             let id = jobs.first { $0.state == .queued }!.job
             condition.unlock()
@@ -219,6 +258,7 @@ public final class TrainingQueue: @unchecked Sendable {
             $0.finishedAt = Manifest.timestamp(Date())
             if state == .succeeded { $0.progress = 1 }
         }
+        finished(state)
     }
 
     /// Changes job `id`; `persist` writes the records (state changes, not every batch).

@@ -135,6 +135,14 @@ public final class UserStore: @unchecked Sendable {
         locked { users[id].map(summary) }
     }
 
+    /// One stored crop of a user (the first by name), for the admin page's thumbnail.
+    public func firstCrop(_ id: Int) -> URL? {
+        let folder = root.appendingPathComponent(String(id))
+        let names = ((try? FileSystem.entries(of: folder)) ?? []).sorted()
+        return names.lazy.filter { !$0.hasPrefix(".") && $0 != "user.json" }.map { folder.appendingPathComponent($0) }
+            .first { FileSystem.kind(at: $0) == .regular }
+    }
+
     /// Ids of the registered users.
     public func ids() -> Set<Int> { locked { Set(users.keys) } }
 

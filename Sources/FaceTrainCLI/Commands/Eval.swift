@@ -83,9 +83,7 @@ struct Eval: Command {
             threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: report != nil)
         if let predictions { try writePredictions(run, labels: bundle.model.definition.classLabels, to: predictions) }
         if let report {
-            try writeReport(
-                run, samples: samples, bundle: bundle, history: metricsDocument["history"], metrics: metricsDocument,
-                to: report)
+            try writeReport(run, samples: samples, bundle: bundle, metrics: metricsDocument, to: report)
         }
         if json {
             var object = try JSONSerialization.jsonObject(with: JSONText.data(run.metrics)) as? [String: Any] ?? [:]
@@ -113,7 +111,8 @@ struct Eval: Command {
                 print("")
                 print(
                     "calibration at fit time (target unknown_far \(target)): "
-                        + sources.keys.sorted().map { String(format: "%@ %.3f", $0, sources[$0]!) }.joined(separator: ", ")
+                        + sources.keys.sorted().map { String(format: "%@ %.3f", $0, sources[$0]!) }.joined(
+                            separator: ", ")
                         + String(format: "; delivered on these crops: %.3f", run.metrics.unknownFalseAcceptRate))
             }
         }
@@ -179,37 +178,9 @@ struct Eval: Command {
     }
 
     private func writeReport(
-        _ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, history: Any?, metrics: [String: Any],
-        to url: URL
+        _ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, metrics: [String: Any], to url: URL
     ) throws {
-        let epochs =
-            (history.flatMap { try? JSONSerialization.data(withJSONObject: $0) }).flatMap {
-                try? JSONDecoder().decode([EpochRecord].self, from: $0)
-            } ?? []
-        var points: [HTMLReport.EmbeddingPoint] = []
-        var explained: [Float] = []
-        if let dimension = run.embeddings.first?.count, dimension >= 2,
-            let projection = PrincipalComponents.project(
-                run.embeddings.flatMap { $0 }, rows: run.embeddings.count, dimension: dimension)
-        {
-            explained = projection.explained
-            points = run.predictions.indices.map {
-                HTMLReport.EmbeddingPoint(
-                    x: projection.coordinates[$0 * 2], y: projection.coordinates[$0 * 2 + 1],
-                    label: run.predictions[$0].trueLabel)
-            }
-        }
-        let wrong = Set(run.metrics.misclassified.prefix(200).map(\.file))
-        var thumbnails: [String: String] = [:]
-        for sample in samples where wrong.contains(sample.path) {
-            thumbnails[sample.path] = Thumbnail.bmpDataURI(sample.image)
-        }
-        var page = HTMLReport(
-            title: "facetrain model \(bundle.version)", history: epochs, metrics: run.metrics, sweep: run.sweep,
-            embeddings: points, explainedVariance: explained, thumbnails: thumbnails)
-        if let sources = metrics["calibration"] as? [String: Double], let target = metrics["target_far"] as? Double {
-            page.calibration = (target, sources)
-        }
+        let page = HTMLReport(bundle: bundle, run: run, samples: samples, metricsDocument: metrics)
         try DurableFile.write(Data(page.html.utf8), to: url)
     }
 }

@@ -12,11 +12,23 @@ struct Serve: Command {
             .option(
                 "listen", "host:port", "IPv4 address and port; port 0 picks a free one.", default: "127.0.0.1:8080"),
             .option("token-file", "file", "File holding the bearer token every write route needs."),
-            .flag("insecure-http", "Allow a non-loopback --listen over plain HTTP (TLS is not built yet)."),
+            .option("cert", "file", "PEM certificate (chain) to serve HTTPS with; needs --key."),
+            .option("key", "file", "PEM private key of --cert."),
+            .flag("insecure-http", "Allow a non-loopback --listen over plain HTTP (without --cert/--key)."),
+            .flag("private", "Reads of the published model (/v1/model, /v1/models...) need the token too."),
+            .option(
+                "train-after", "seconds|off",
+                "Queue a training once users and crops have not changed for this long (0 or off: never).",
+                default: "60"),
             .option("base", "builtin|none|dir", "Extractor trainings start from (as fit --base).", default: "builtin"),
             .option("max-crops", "n", "Crops one user may have.", default: "200"),
             .option("max-file-mb", "n", "Largest uploaded file, in MB.", default: "8"),
             .option("min-images", "n", "Fewest crops a user may have for a training to run.", default: "5"),
+            .option("min-accuracy", "x", "Publish gate: refuse below this user_accuracy (as publish --min-accuracy)."),
+            .option("max-false-accept", "y", "Publish gate: refuse above this false-accept rate (as publish)."),
+            .option(
+                "allow-regression", "z", "Publish gate: largest drop of mean recall on the users both versions know.",
+                default: String(PublishGate.defaultAllowedRegression)),
             .option(
                 "base-url", "url", "Prefix of the model URL in latest.json (default: served here, /v1/models/...)."),
             .flag("json", "Log one JSON object per request on stdout."),
@@ -70,6 +82,21 @@ struct Serve: Command {
         configuration.port = port
         configuration.token = token
         configuration.insecureHTTP = arguments.flag("insecure-http")
+        configuration.isPrivate = arguments.flag("private")
+        if configuration.isPrivate && token == nil {
+            throw UsageError(
+                message: "--private needs --token-file: without a token there is nothing to keep reads behind")
+        }
+        configuration.tls = try Self.credentials(certificate: arguments.string("cert"), key: arguments.string("key"))
+        let trainAfter: String = try arguments.required("train-after")
+        if trainAfter == "off" || trainAfter == "0" {
+            configuration.trainAfter = nil
+        } else {
+            guard let seconds = Double(trainAfter), seconds > 0, seconds <= 86400 else {
+                throw UsageError(message: "--train-after must be seconds between 0 and 86400, or off")
+            }
+            configuration.trainAfter = seconds
+        }
         configuration.maximumCropsPerUser = try arguments.required("max-crops")
         let megabytes: Int = try arguments.required("max-file-mb")
         guard (1...256).contains(megabytes), configuration.maximumCropsPerUser >= 1 else {
@@ -77,6 +104,18 @@ struct Serve: Command {
         }
         configuration.limits.maximumFileBytes = megabytes << 20
         configuration.limits.maximumUploadBytes = max(configuration.limits.maximumUploadBytes, 4 * (megabytes << 20))
+        // The gate of every publish: a training's and POST /v1/models/{version}/publish's.
+        configuration.gate = PublishGate(
+            minimumUserAccuracy: try arguments.value("min-accuracy"),
+            maximumFalseAcceptRate: try arguments.value("max-false-accept"),
+            allowedRegression: try arguments.required("allow-regression"))
+        for (name, value) in [
+            ("min-accuracy", configuration.gate.minimumUserAccuracy),
+            ("max-false-accept", configuration.gate.maximumFalseAcceptRate),
+            ("allow-regression", configuration.gate.allowedRegression),
+        ] {
+            if let value, !(0...1).contains(value) { throw UsageError(message: "'--\(name)' must be between 0 and 1") }
+        }
         configuration.baseURL = arguments.string("base-url")
         try validateBaseURL(configuration.baseURL)
         if let refusal = configuration.refusal() { throw UsageError(message: refusal) }
@@ -97,10 +136,33 @@ struct Serve: Command {
         self.configuration = configuration
     }
 
+    /// Reads --cert and --key, checking that each is the PEM block it should be before GnuTLS sees them.
+    static func credentials(certificate: String?, key: String?) throws -> TLSCredentials? {
+        guard certificate != nil || key != nil else { return nil }
+        guard let certificate, let key else {
+            throw UsageError(message: "--cert and --key go together: give both PEM files, or neither for plain HTTP")
+        }
+        func read(_ path: String, _ option: String, _ marker: String, _ example: String) throws -> Data {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw UsageError(message: "cannot read --\(option) \(path)")
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            guard text.contains("-----BEGIN "), text.contains(marker) else {
+                throw UsageError(
+                    message: "--\(option) \(path) is not a PEM \(example) (no '-----BEGIN ...\(marker)' line); "
+                        + "convert it with openssl, e.g. `openssl x509 -in cert.der -inform der -out cert.pem`")
+            }
+            return data
+        }
+        return TLSCredentials(
+            certificate: try read(certificate, "cert", "CERTIFICATE-----", "certificate"),
+            key: try read(key, "key", "PRIVATE KEY-----", "private key"))
+    }
+
     func run() throws -> ExitCode {
         installInterruptHandler()
         let server = try FaceServer(configuration: configuration)
-        let address = "http://\(configuration.host):\(server.port)"
+        let address = "\(configuration.tls == nil ? "http" : "https")://\(configuration.host):\(server.port)"
         printError(
             "facetrain serve: listening on \(address) (data \(configuration.data.path), models "
                 + "\(configuration.models.path)); Ctrl-C stops")

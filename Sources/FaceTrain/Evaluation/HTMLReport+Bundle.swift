@@ -1,0 +1,40 @@
+import Foundation
+
+extension HTMLReport {
+    /// The report of `bundle` for an evaluation `run` over `samples`: the training curves and
+    /// calibration from its metrics.json (`metricsDocument`), the embedding map, and thumbnails of
+    /// the first 200 misclassified crops. `facetrain eval --report` and the server's
+    /// `/v1/models/{version}/report.html` both make it here.
+    public init(bundle: ModelBundle, run: EvaluationRun, samples: [FaceSample], metricsDocument: [String: Any]) {
+        let epochs =
+            (metricsDocument["history"].flatMap { try? JSONSerialization.data(withJSONObject: $0) }).flatMap {
+                try? JSONDecoder().decode([EpochRecord].self, from: $0)
+            } ?? []
+        var points: [EmbeddingPoint] = []
+        var explained: [Float] = []
+        if let dimension = run.embeddings.first?.count, dimension >= 2,
+            let projection = PrincipalComponents.project(
+                run.embeddings.flatMap { $0 }, rows: run.embeddings.count, dimension: dimension)
+        {
+            explained = projection.explained
+            points = run.predictions.indices.map {
+                EmbeddingPoint(
+                    x: projection.coordinates[$0 * 2], y: projection.coordinates[$0 * 2 + 1],
+                    label: run.predictions[$0].trueLabel)
+            }
+        }
+        let wrong = Set(run.metrics.misclassified.prefix(200).map(\.file))
+        var thumbnails: [String: String] = [:]
+        for sample in samples where wrong.contains(sample.path) {
+            thumbnails[sample.path] = Thumbnail.bmpDataURI(sample.image)
+        }
+        self.init(
+            title: "facetrain model \(bundle.version)", history: epochs, metrics: run.metrics, sweep: run.sweep,
+            embeddings: points, explainedVariance: explained, thumbnails: thumbnails)
+        if let sources = metricsDocument["calibration"] as? [String: Double],
+            let target = metricsDocument["target_far"] as? Double
+        {
+            calibration = (target, sources)
+        }
+    }
+}
