@@ -25,8 +25,9 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
         case trainingMFLOPPerImage = "training_mflop_per_image"
     }
 
-    /// The summary of `architecture` at `width` and `inputSize` with a classifier over `classes`.
-    public init(_ architecture: NamedArchitecture, inputSize: Int, width: Int, classes: Int) {
+    /// The summary of `architecture` at `width` and `inputSize` with a classifier over `classes`;
+    /// throws when the architecture does not check at that size.
+    public init(_ architecture: NamedArchitecture, inputSize: Int, width: Int, classes: Int) throws(ModelDefinitionError) {
         let definition = architecture.classifier(
             classLabels: (0..<classes).map { "class\($0)" }, inputSize: inputSize, width: width)
         let extractor = architecture.extractor(inputSize: inputSize, width: width)
@@ -35,7 +36,7 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
                 $0 + $1.shape.reduce(1, *)
             }
         }
-        let flops = FLOPCount(definition: definition)
+        let flops = try FLOPCount(definition: definition)
         name = architecture.name
         summary = architecture.summary
         self.inputSize = inputSize

@@ -194,6 +194,8 @@ public final class PretrainSession: @unchecked Sendable {
     public func run(resume: Bool, observer: PretrainObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> PretrainResult
     {
+        // Before the first step: the base this writes must take a classifier head that exports.
+        do { try definition.validate(as: .extractor) } catch { throw .invalidDefinition(error) }
         try lockCheckpoint()
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)
