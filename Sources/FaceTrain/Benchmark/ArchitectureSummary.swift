@@ -45,10 +45,7 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
         layers = definition.layers.count
         parameters = trainable(definition.layers)
         extractorParameters = trainable(extractor.layers)
-        embeddingFeatures = {
-            if case .batchNorm2D(let channels, _, _)? = extractor.layers.last { return channels }
-            return 0
-        }()
+        embeddingFeatures = try extractor.layerOutputShapes().last.map { $0.reduce(1, *) } ?? 0
         forwardMFLOPPerImage = flops.forwardPerImage / 1e6
         trainingMFLOPPerImage = flops.trainingPerImage / 1e6
     }

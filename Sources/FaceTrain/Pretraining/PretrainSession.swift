@@ -374,17 +374,10 @@ public final class PretrainSession: @unchecked Sendable {
             trainingCrops: training.count, trainingIdentities: trainingIdentities)
     }
 
-    /// Embedding width: the channels of the extractor's last layer.
+    /// Embedding width: the size of the extractor's output (0 when the definition does not check,
+    /// which `run` refuses before using it).
     static func embeddingFeatures(of definition: ModelDefinition) -> Int {
-        for layer in definition.layers.reversed() {
-            switch layer {
-            case .batchNorm2D(let channels, _, _): return channels
-            case .conv2D(_, let outputChannels, _, _, _, _): return outputChannels
-            case .linear(_, let outputFeatures): return outputFeatures
-            default: continue
-            }
-        }
-        return 0
+        (try? definition.layerOutputShapes())?.last.map { $0.reduce(1, *) } ?? 0
     }
 
     /// Embeddings of cached crops (whole crop resized to the input, no augmentation).
