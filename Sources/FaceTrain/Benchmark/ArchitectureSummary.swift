@@ -27,7 +27,9 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
 
     /// The summary of `architecture` at `width` and `inputSize` with a classifier over `classes`;
     /// throws when the architecture does not check at that size.
-    public init(_ architecture: NamedArchitecture, inputSize: Int, width: Int, classes: Int) throws(ModelDefinitionError) {
+    public init(
+        _ architecture: NamedArchitecture, inputSize: Int, width: Int, classes: Int
+    ) throws(ModelDefinitionError) {
         let definition = architecture.classifier(
             classLabels: (0..<classes).map { "class\($0)" }, inputSize: inputSize, width: width)
         let extractor = architecture.extractor(inputSize: inputSize, width: width)

@@ -52,12 +52,6 @@ struct ExportTensor: Sendable {
     /// Its ONNX shape.
     var dimensions: [Int]
     var values: [Float]
-
-    init(suffix: String, dimensions: [Int], values: [Float]) {
-        self.suffix = suffix
-        self.dimensions = dimensions
-        self.values = values
-    }
 }
 
 /// One exported layer in both formats.

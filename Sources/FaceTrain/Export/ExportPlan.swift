@@ -91,7 +91,8 @@ struct ExportPlan {
                 graphShape = [graphShape.reduce(1, *)]
             }
             let operation = kind.lowered(
-                LoweringInput(parameters: parameters, graphShape: graphShape, pendingScale: pendingScale, naming: naming))
+                LoweringInput(
+                    parameters: parameters, graphShape: graphShape, pendingScale: pendingScale, naming: naming))
             pendingScale = operation.pendingScale
             pending.append((name, operation, kind.shortcutSource.map { producers[$0] }))
             producers.append(pending.count - 1)

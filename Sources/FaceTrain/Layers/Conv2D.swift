@@ -61,7 +61,6 @@ public struct Conv2D: WeightAndBiasLayer {
             padding: padding)
     }
 
-
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -272,8 +271,8 @@ extension Conv2D {
             return ExportOperation(
                 form: exportForm!,
                 onnxAttributes: [
-                    .ints("kernel_shape", [kernelSize, kernelSize]), .ints("pads", [padding, padding, padding, padding]),
-                    .ints("strides", [stride, stride]),
+                    .ints("kernel_shape", [kernelSize, kernelSize]),
+                    .ints("pads", [padding, padding, padding, padding]), .ints("strides", [stride, stride]),
                 ]
                     // `group` defaults to 1; left out then, so ungrouped models keep their bytes.
                     + (groups == 1 ? [] : [.int("group", groups)]),

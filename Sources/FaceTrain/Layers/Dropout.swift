@@ -52,7 +52,9 @@ extension Dropout {
         func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
         var summary: String { "Dropout rate \(rate)" }
         var weightsFileAttributes: [WeightsFileAttribute] { [.floats("rate", [rate], scalar: true)] }
-        func makeLayer(using generator: inout SplitMix64) -> any Layer { Dropout(rate: rate, generator: generator.split()) }
+        func makeLayer(using generator: inout SplitMix64) -> any Layer {
+            Dropout(rate: rate, generator: generator.split())
+        }
 
         var exportForm: ExportForm? { nil }
         func lowered(_ input: LoweringInput) -> ExportOperation {

@@ -87,7 +87,10 @@ extension MaxPool2D {
         var summary: String { "MaxPool2D \(size)x\(size), stride \(stride)" }
 
         var weightsFileAttributes: [WeightsFileAttribute] {
-            [.integers("kernel_size", [size, size], scalar: false), .integers("stride", [stride, stride], scalar: false)]
+            [
+                .integers("kernel_size", [size, size], scalar: false),
+                .integers("stride", [stride, stride], scalar: false),
+            ]
         }
 
         func makeLayer(using generator: inout SplitMix64) -> any Layer { MaxPool2D(size: size, stride: stride) }

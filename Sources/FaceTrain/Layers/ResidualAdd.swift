@@ -49,11 +49,13 @@ extension ResidualAdd {
             guard (0..<input.index).contains(source) else {
                 throw LayerProblem("it adds layer \(source), which is not an earlier layer")
             }
-            guard input.earlierShapes[source] == input.shape, input.earlierFlattened[source] == input.isFlattened
-            else {
+            let shortcut = input.earlierShapes[source]
+            guard shortcut == input.shape, input.earlierFlattened[source] == input.isFlattened else {
+                // Equal shapes across a linear layer differ in the exports: [N, C, 1, 1] against [N, F].
+                let across = shortcut == input.shape ? " across a linear layer" : ""
                 throw LayerProblem(
-                    "it adds layer \(source)'s output of shape \(input.earlierShapes[source]) to an input of shape "
-                        + "\(input.shape)" + (input.earlierShapes[source] == input.shape ? " after a linear layer" : ""))
+                    "it adds layer \(source)'s output of shape \(shortcut) to an input of shape "
+                        + "\(input.shape)\(across)")
             }
         }
 

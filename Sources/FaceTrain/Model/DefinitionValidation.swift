@@ -42,7 +42,8 @@ extension ModelDefinition {
             case (.absorbs, _): pendingNormalization = false
             case (.passes, _), (.refuses, false): break
             }
-            data = LayerData(shape: kind.outputShape(for: data.shape), isFlattened: data.isFlattened || kind.flattensInput)
+            data = LayerData(
+                shape: kind.outputShape(for: data.shape), isFlattened: data.isFlattened || kind.flattensInput)
             outputs.append(data)
         }
         return outputs

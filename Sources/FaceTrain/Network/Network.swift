@@ -40,10 +40,13 @@ public struct Network: Sendable, CustomStringConvertible {
     /// all drawn from `SplitMix64(seed:)`.
     public init(definition: ModelDefinition, seed: UInt64) throws {
         self.definition = definition
+        // Checked first (`ModelDefinition.checkedLayers`, the check the exporters run too), so no
+        // layer is ever made from sizes that do not fit.
+        let shapes = try definition.layerOutputShapes()
         var generator = SplitMix64(seed: seed)
         layers = []
         for specification in definition.layers { layers.append(specification.layerKind.makeLayer(using: &generator)) }
-        try plan()
+        plan(shapes: shapes.map { [1] + $0 })
     }
 
     /// A network holding saved weights (from `weights` or a bundle); throws when they do not fit
@@ -369,10 +372,8 @@ public struct Network: Sendable, CustomStringConvertible {
 
     // MARK: - Planning
 
-    /// Checks the layer list against the input shape (`ModelDefinition.checkedLayers`, the check the
-    /// exporters run too) and groups fusable runs into blocks.
-    private mutating func plan() throws(ModelDefinitionError) {
-        let shapes = try definition.layerOutputShapes().map { [1] + $0 }
+    /// Groups fusable runs into blocks; `shapes` are the layers' output shapes for a batch of 1.
+    private mutating func plan(shapes: [[Int]]) {
         let specs = definition.layers
         // Layers whose outputs a residual add reads: a fused block may end at one, never pass it.
         let read = Set(specs.compactMap(\.shortcutSource))

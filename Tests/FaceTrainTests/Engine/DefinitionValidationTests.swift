@@ -51,7 +51,8 @@ struct DefinitionValidationTests {
     @Test(arguments: refused)
     func refusedWhenTheNetworkIsBuiltAndByTheExporters(_ refused: Refused) throws {
         let definition = Self.definition(refused, labels: ["1", "2", "3"])
-        let expected = ModelDefinitionError.invalidLayer(index: refused.index, kind: refused.kind, reason: refused.reason)
+        let expected = ModelDefinitionError.invalidLayer(
+            index: refused.index, kind: refused.kind, reason: refused.reason)
         #expect(throws: expected) { try Network(definition: definition, seed: 1) }
         #expect(throws: expected) { try definition.validate(as: .classifier) }
         let model = TrainedModel.seeded(definition, seed: 1)

@@ -32,14 +32,18 @@ struct ExportFormTableTests {
         let plan = try ExportPlan(model: TrainedModel.seeded(definition, seed: 3), naming: .product)
         let table = ExportFormTable.entries
         let expected =
-            [table["conv2d"], table["batchnorm2d"], table["relu"], table["add"], table["prelu"], table["maxpool2d"],
-             table["globalavgpool"], table["l2normalize"], table["flatten"], table["linear"], table["softmax"]]
+            [
+                table["conv2d"], table["batchnorm2d"], table["relu"], table["add"], table["prelu"], table["maxpool2d"],
+                table["globalavgpool"], table["l2normalize"], table["flatten"], table["linear"], table["softmax"],
+            ]
             .compactMap { $0?.first?.onnx }
         #expect(plan.steps.map(\.operation.form.onnxOperator) == expected)
         #expect(
             plan.steps.map(\.operation.form.coreMLLayer)
-                == ["convolution", "batchnorm", "activation", "add", "activation", "pooling", "pooling", "l2normalize",
-                    "flatten", "innerProduct", "softmax"])
+                == [
+                    "convolution", "batchnorm", "activation", "add", "activation", "pooling", "pooling", "l2normalize",
+                    "flatten", "innerProduct", "softmax",
+                ])
     }
 
     @Test func thePythonCheckerEvaluatesEveryCoreMLForm() throws {
@@ -63,7 +67,9 @@ struct ExportFormTableTests {
         var keys = Set<String>()
         for line in script[start.upperBound..<end.lowerBound].split(separator: "\n") {
             let parts = line.split(separator: "\"")
-            if parts.count >= 2, line.trimmingCharacters(in: .whitespaces).hasPrefix("\"") { keys.insert(String(parts[1])) }
+            if parts.count >= 2, line.trimmingCharacters(in: .whitespaces).hasPrefix("\"") {
+                keys.insert(String(parts[1]))
+            }
         }
         return keys
     }
