@@ -43,7 +43,6 @@ extension Dropout {
 
         var name: String { "dropout" }
         var normalizationScale: NormalizationScaleRule { .passes }
-        var isIdentityAtInference: Bool { true }
 
         func check(_ input: LayerInput) throws(LayerProblem) {
             guard (0..<1).contains(rate) else { throw LayerProblem("rate \(rate) is not in [0, 1)") }
@@ -58,7 +57,7 @@ extension Dropout {
 
         var exportForm: ExportForm? { nil }
         func lowered(_ input: LoweringInput) -> ExportOperation {
-            preconditionFailure("exports leave dropout out (isIdentityAtInference)")
+            preconditionFailure("exports leave dropout out (no exportForm)")
         }
     }
 }

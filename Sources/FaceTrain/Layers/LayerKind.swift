@@ -17,8 +17,6 @@ protocol LayerKind: Sendable {
     var flattensInput: Bool { get }
     /// What the layer does with the length an earlier `l2Normalize` left for the next linear layer.
     var normalizationScale: NormalizationScaleRule { get }
-    /// Whether inference passes the input through unchanged (dropout): exports leave the layer out.
-    var isIdentityAtInference: Bool { get }
 
     /// Throws when the layer cannot take `input`; the reason completes "layer 3 (conv2d) …: ".
     func check(_ input: LayerInput) throws(LayerProblem)
@@ -33,10 +31,11 @@ protocol LayerKind: Sendable {
     /// A freshly initialised layer; draws from `generator` in layer order.
     func makeLayer(using generator: inout SplitMix64) -> any Layer
 
-    /// The ONNX operator and Core ML layer the lowering writes (none when left out of exports).
+    /// The ONNX operator and Core ML layer the lowering writes; nil for a layer that inference
+    /// passes through (dropout), which exports leave out.
     var exportForm: ExportForm? { get }
-    /// The layer in both export formats, from its checked tensors (`isIdentityAtInference` layers
-    /// are never lowered).
+    /// The layer in both export formats, from its checked tensors (never called when `exportForm`
+    /// is nil).
     func lowered(_ input: LoweringInput) -> ExportOperation
 }
 
@@ -46,7 +45,8 @@ extension LayerKind {
     var shortcutSource: Int? { nil }
     var flattensInput: Bool { false }
     var normalizationScale: NormalizationScaleRule { .refuses }
-    var isIdentityAtInference: Bool { false }
+    /// Whether inference passes the input through unchanged, so exports leave the layer out.
+    var isIdentityAtInference: Bool { exportForm == nil }
     func forwardFLOPs(inputShape: [Int], outputShape: [Int]) -> Double { 0 }
     var weightsFileAttributes: [WeightsFileAttribute] { [] }
 }
