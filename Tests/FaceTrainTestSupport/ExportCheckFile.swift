@@ -1,3 +1,5 @@
+import FaceTrain
+
 /// The JSON file Tests/Scripts/check_exports.py reads (see its docstring); check_predictions.py
 /// reads the same file. Property names are the JSON keys.
 public struct ExportCheckFile: Codable {
@@ -88,10 +90,13 @@ public struct ExportCheckFile: Codable {
     /// The largest difference allowed between a probability and its expected value.
     public var tolerance: Double
     public var cases: [Case]
+    /// What each layer kind exports as (`ExportFormTable`): the only list of kinds the script knows.
+    public var operations: [String: [ExportFormTable.Entry]]
 
     public init(
         mlmodel: String, onnx: String, labels: [String], input: Input, outputs: Outputs, metadata: Metadata,
-        onnxProducer: Producer, tolerance: Double, cases: [Case]
+        onnxProducer: Producer, tolerance: Double, cases: [Case],
+        operations: [String: [ExportFormTable.Entry]] = ExportFormTable.entries
     ) {
         self.mlmodel = mlmodel
         self.onnx = onnx
@@ -102,5 +107,6 @@ public struct ExportCheckFile: Codable {
         self.onnxProducer = onnxProducer
         self.tolerance = tolerance
         self.cases = cases
+        self.operations = operations
     }
 }

@@ -9,7 +9,14 @@ CASES.json (written by the Swift export tests) names the two files and says what
    "outputs": {"label": "classLabel", "probabilities": "classProbability"},
    "metadata": {"version", "versionString", "shortDescription", "author", "license", "userDefined": {...}},
    "onnxProducer": {"name", "version"}, "tolerance": 1e-4,
-   "cases": [{"name", "pixels": [uint8, HWC, RGB order], "probabilities": [expected, label order]}]}
+   "cases": [{"name", "pixels": [uint8, HWC, RGB order], "probabilities": [expected, label order]}],
+   "operations": {"conv2d": [{"onnx": "Conv", "coreML": "convolution"}], "relu": [{..., "coreMLActivation": "ReLU"}],
+                  ..., "flatten": [...], "softmax": [...], "preprocessing": [{"onnx": "Mul", "coreML": ""}, ...]}}
+
+"operations" is facetrain's table of what each layer kind exports as (ExportFormTable, read from the
+Swift layer kinds): the only list of kinds this script knows. The files may use those operators
+and layers and no others; every Core ML layer and activation in it needs an entry in COREML_LAYERS
+or COREML_ACTIVATIONS below (the numpy evaluation and weight rules), or the check fails.
 
 What it does:
   ONNX     onnx.checker (full check) and strict shape inference; IR 7 / opset 13; one float NCHW input
@@ -22,6 +29,7 @@ What it does:
            nGroups dividing the channels, two inputs for an add)
            plus what it misses (unique layer names, label count = softmax width); then a numpy
            forward pass of the spec written here from the NeuralNetwork.proto semantics.
+  Table    every Core ML layer and activation of "operations" has an evaluator here.
   Numbers  both files' probabilities against the expected ones within `tolerance`, same top label.
 
 Exit status: 0 all checks passed, 1 a check failed, 2 bad usage, 3 a Python module is missing.
@@ -65,8 +73,9 @@ class Checks:
 # ---------------------------------------------------------------------------------------------
 # ONNX
 
-ONNX_OPERATORS = {"Mul", "Add", "Conv", "BatchNormalization", "Relu", "PRelu", "LpNormalization", "MaxPool",
-                  "GlobalAveragePool", "Flatten", "Gemm", "Softmax"}
+def onnx_operators(cases_file):
+    """The ONNX operators facetrain's table says its exports may use."""
+    return {entry["onnx"] for entries in cases_file["operations"].values() for entry in entries}
 
 
 def onnx_dims(value_info):
@@ -116,8 +125,9 @@ def check_onnx(path, cases_file, checks, batch):
         checks.equal(onnx_dims(inferred_output[0]), ["N", len(labels)], "ONNX inferred output shape")
 
     operators = [node.op_type for node in graph.node]
-    checks.expect(set(operators) <= ONNX_OPERATORS, f"ONNX operators {sorted(set(operators) - ONNX_OPERATORS)} "
-                  f"are not expected (allowed: {sorted(ONNX_OPERATORS)})")
+    allowed = onnx_operators(cases_file)
+    checks.expect(set(operators) <= allowed, f"ONNX operators {sorted(set(operators) - allowed)} "
+                  f"are not expected (allowed: {sorted(allowed)})")
     checks.equal(operators[:2], ["Mul", "Add"], "ONNX normalisation nodes")
     checks.equal(graph.node[0].input[0], spec["name"], "ONNX first node reads the image")
     checks.equal(operators[-1], "Softmax", "ONNX last operator")
@@ -175,8 +185,24 @@ def check_onnx(path, cases_file, checks, batch):
 # ---------------------------------------------------------------------------------------------
 # Core ML
 
-COREML_LAYERS = {"convolution", "batchnorm", "activation", "l2normalize", "pooling", "innerProduct", "softmax", "flatten",
-                 "add"}
+def coreml_forms(cases_file):
+    """(layers, activations) of Core ML that facetrain's table says its exports may use."""
+    entries = [entry for entries in cases_file["operations"].values() for entry in entries if entry["coreML"]]
+    return ({entry["coreML"] for entry in entries},
+            {entry["coreMLActivation"] for entry in entries if entry.get("coreMLActivation")})
+
+
+def check_table(cases_file, checks):
+    """Every Core ML layer and activation facetrain may write has an evaluator in this script."""
+    layers, activations = coreml_forms(cases_file)
+    checks.expect(layers <= set(COREML_LAYERS),
+                  f"check_exports.py has no evaluator for the Core ML layers {sorted(layers - set(COREML_LAYERS))} "
+                  f"of facetrain's table: add them to COREML_LAYERS")
+    checks.expect(activations <= set(COREML_ACTIVATIONS),
+                  f"check_exports.py has no evaluator for the Core ML activations "
+                  f"{sorted(activations - set(COREML_ACTIVATIONS))}: add them to COREML_ACTIVATIONS")
+
+
 COLOR_SPACES = {"RGB": "RGB", "GRAY": "GRAYSCALE"}
 
 
@@ -190,6 +216,7 @@ def float_weights(weights, expected_count, what, checks):
 
 
 def check_coreml_structure(spec, cases_file, checks):
+    allowed_layers, allowed_activations = coreml_forms(cases_file)
     labels = cases_file["labels"]
     spec_input = cases_file["input"]
     outputs = cases_file["outputs"]
@@ -240,8 +267,8 @@ def check_coreml_structure(spec, cases_file, checks):
     available = {spec_input["name"]}
     for layer in network.layers:
         kind = layer.WhichOneof("layer")
-        checks.expect(kind in COREML_LAYERS,
-                      f"Core ML layer {layer.name} is a {kind}, not one of {sorted(COREML_LAYERS)}")
+        checks.expect(kind in allowed_layers,
+                      f"Core ML layer {layer.name} is a {kind}, not one of {sorted(allowed_layers)}")
         checks.equal(len(layer.input), 2 if kind == "add" else 1, f"Core ML layer {layer.name} input count")
         checks.equal(len(layer.output), 1, f"Core ML layer {layer.name} output count")
         for blob in layer.input:
@@ -250,42 +277,13 @@ def check_coreml_structure(spec, cases_file, checks):
             checks.expect(blob not in available, f"Core ML layer {layer.name} writes {blob!r} a second time")
             available.add(blob)
         if kind == "activation":
-            checks.expect(layer.activation.WhichOneof("NonlinearityType") in ("ReLU", "PReLU"),
-                          f"Core ML {layer.name} activation is {layer.activation.WhichOneof('NonlinearityType')}, "
-                          f"not ReLU or PReLU")
+            activation = layer.activation.WhichOneof("NonlinearityType")
+            checks.expect(activation in allowed_activations,
+                          f"Core ML {layer.name} activation is {activation}, not one of {sorted(allowed_activations)}")
     if network.layers:
         last = network.layers[-1]
         checks.equal(last.WhichOneof("layer"), "softmax", "Core ML last layer")
         checks.equal(list(last.output), [outputs["probabilities"]], "Core ML softmax output blob")
-
-
-def softmax_width(spec):
-    """Width of the softmax by following the shapes through the network (C, H, W)."""
-    network = spec.neuralNetworkClassifier
-    image = spec.description.input[0].type.imageType
-    channels = 1 if image.colorSpace == image.GRAYSCALE else 3
-    shape = (channels, image.height, image.width)
-    for layer in network.layers:
-        kind = layer.WhichOneof("layer")
-        params = getattr(layer, kind)
-        if kind == "convolution":
-            top, bottom, left, right = padding(params, shape[1], shape[2])
-            kh, kw = kernel_of(params)
-            sh, sw = stride_of(params)
-            shape = (params.outputChannels, (shape[1] + top + bottom - kh) // sh + 1,
-                     (shape[2] + left + right - kw) // sw + 1)
-        elif kind == "pooling" and params.globalPooling:
-            shape = (shape[0], 1, 1)
-        elif kind == "pooling":
-            top, bottom, left, right = padding(params, shape[1], shape[2])
-            kh, kw = kernel_of(params)
-            sh, sw = stride_of(params)
-            shape = (shape[0], (shape[1] + top + bottom - kh) // sh + 1, (shape[2] + left + right - kw) // sw + 1)
-        elif kind == "flatten":
-            shape = (shape[0] * shape[1] * shape[2], 1, 1)
-        elif kind == "innerProduct":
-            shape = (params.outputChannels, 1, 1)
-    return shape[0] * shape[1] * shape[2]
 
 
 def kernel_of(params):
@@ -323,28 +321,33 @@ def check_coreml_weights(spec, checks):
     """The weight-count rules of Apple's validator (mlmodel/src/Validation), float32 only."""
     for layer in spec.neuralNetworkClassifier.layers:
         kind = layer.WhichOneof("layer")
-        params = getattr(layer, kind)
-        what = f"Core ML {layer.name}"
-        if kind == "convolution":
-            kh, kw = kernel_of(params)
-            groups = params.nGroups or 1
-            checks.expect(list(params.dilationFactor) in ([], [1, 1]) and not params.isDeconvolution,
-                          f"{what}: only undilated, forward convolutions are expected")
-            checks.expect(params.outputChannels % groups == 0,
-                          f"{what}: {groups} groups do not divide {params.outputChannels} output channels")
-            float_weights(params.weights, params.outputChannels * params.kernelChannels * kh * kw,
-                          f"{what} weights", checks)
-            if params.hasBias:
-                float_weights(params.bias, params.outputChannels, f"{what} bias", checks)
-        elif kind == "batchnorm":
-            checks.expect(not params.computeMeanVar and not params.instanceNormalization,
-                          f"{what}: batchnorm must use stored statistics")
-            for name in ("gamma", "beta", "mean", "variance"):
-                float_weights(getattr(params, name), params.channels, f"{what} {name}", checks)
-        elif kind == "innerProduct":
-            float_weights(params.weights, params.inputChannels * params.outputChannels, f"{what} weights", checks)
-            if params.hasBias:
-                float_weights(params.bias, params.outputChannels, f"{what} bias", checks)
+        if kind in COREML_LAYERS and COREML_LAYERS[kind].weights:
+            COREML_LAYERS[kind].weights(getattr(layer, kind), f"Core ML {layer.name}", checks)
+
+
+def convolution_weights(params, what, checks):
+    kh, kw = kernel_of(params)
+    groups = params.nGroups or 1
+    checks.expect(list(params.dilationFactor) in ([], [1, 1]) and not params.isDeconvolution,
+                  f"{what}: only undilated, forward convolutions are expected")
+    checks.expect(params.outputChannels % groups == 0,
+                  f"{what}: {groups} groups do not divide {params.outputChannels} output channels")
+    float_weights(params.weights, params.outputChannels * params.kernelChannels * kh * kw, f"{what} weights", checks)
+    if params.hasBias:
+        float_weights(params.bias, params.outputChannels, f"{what} bias", checks)
+
+
+def batchnorm_weights(params, what, checks):
+    checks.expect(not params.computeMeanVar and not params.instanceNormalization,
+                  f"{what}: batchnorm must use stored statistics")
+    for name in ("gamma", "beta", "mean", "variance"):
+        float_weights(getattr(params, name), params.channels, f"{what} {name}", checks)
+
+
+def inner_product_weights(params, what, checks):
+    float_weights(params.weights, params.inputChannels * params.outputChannels, f"{what} weights", checks)
+    if params.hasBias:
+        float_weights(params.bias, params.outputChannels, f"{what} bias", checks)
 
 
 def run_coreml(spec, image):
@@ -366,52 +369,80 @@ def run_coreml(spec, image):
 
     for layer in network.layers:
         kind = layer.WhichOneof("layer")
-        params = getattr(layer, kind)
-        x = blobs[layer.input[0]]
-        if kind == "add":
-            # AddLayerParams: the elementwise sum of all inputs (alpha only joins a single input).
-            x = sum(blobs[name] for name in layer.input) if len(layer.input) > 1 else x + np.float32(params.alpha)
-        elif kind == "convolution":
-            x = convolution(x, params)
-        elif kind == "batchnorm":
-            epsilon = params.epsilon or 1e-5
-            gamma, beta, mean, variance = (np.asarray(getattr(params, n).floatValue, dtype=np.float32)
-                                           for n in ("gamma", "beta", "mean", "variance"))
-            x = (x - mean[:, None, None]) / np.sqrt(variance + np.float32(epsilon))[:, None, None] \
-                * gamma[:, None, None] + beta[:, None, None]
-        elif kind == "activation" and params.WhichOneof("NonlinearityType") == "PReLU":
-            # One slope per channel (axis -3), applied where x is not positive.
-            alpha = np.asarray(params.PReLU.alpha.floatValue, dtype=np.float32)
-            if alpha.size not in (1, x.shape[0]):
-                raise ValueError(f"PReLU with {alpha.size} slopes for {x.shape[0]} channels")
-            x = np.where(x > 0, x, alpha.reshape(-1, 1, 1) * x)
-        elif kind == "activation":
-            x = np.maximum(x, 0)
-        elif kind == "l2normalize":
-            # Core ML: x / sqrt(sum over C, H, W of x^2 + epsilon); epsilon 0 means the default 1e-6.
-            epsilon = params.epsilon or 1e-6
-            x = x / np.sqrt(np.sum(x.astype(np.float64) ** 2) + epsilon).astype(np.float32)
-        elif kind == "pooling":
-            x = pooling(x, params)
-        elif kind == "flatten":
-            x = (x if params.mode == 0 else x.transpose(1, 2, 0)).reshape(-1, 1, 1)
-        elif kind == "innerProduct":
-            weights = np.asarray(params.weights.floatValue, dtype=np.float32).reshape(
-                params.outputChannels, params.inputChannels)
-            y = weights @ x.reshape(-1)
-            if params.hasBias:
-                y = y + np.asarray(params.bias.floatValue, dtype=np.float32)
-            x = y.reshape(-1, 1, 1)
-        elif kind == "softmax":
-            shifted = np.exp(x - x.max(axis=0, keepdims=True))
-            x = shifted / shifted.sum(axis=0, keepdims=True)
-        else:
+        if kind not in COREML_LAYERS:
             raise ValueError(f"layer kind {kind!r} is not supported by this checker")
-        blobs[layer.output[0]] = x
+        inputs = [blobs[name] for name in layer.input]
+        blobs[layer.output[0]] = COREML_LAYERS[kind].evaluate(getattr(layer, kind), inputs)
     return blobs[network.labelProbabilityLayerName].reshape(-1)
 
 
-def convolution(x, params):
+def add(params, inputs):
+    """AddLayerParams: the elementwise sum of all inputs (alpha only joins a single input)."""
+    import numpy as np
+    return sum(inputs) if len(inputs) > 1 else inputs[0] + np.float32(params.alpha)
+
+
+def batchnorm(params, inputs):
+    import numpy as np
+    epsilon = params.epsilon or 1e-5
+    gamma, beta, mean, variance = (np.asarray(getattr(params, n).floatValue, dtype=np.float32)
+                                   for n in ("gamma", "beta", "mean", "variance"))
+    return (inputs[0] - mean[:, None, None]) / np.sqrt(variance + np.float32(epsilon))[:, None, None] \
+        * gamma[:, None, None] + beta[:, None, None]
+
+
+def activation(params, inputs):
+    name = params.WhichOneof("NonlinearityType")
+    if name not in COREML_ACTIVATIONS:
+        raise ValueError(f"activation {name!r} is not supported by this checker")
+    return COREML_ACTIVATIONS[name](getattr(params, name), inputs[0])
+
+
+def relu(params, x):
+    import numpy as np
+    return np.maximum(x, 0)
+
+
+def prelu(params, x):
+    """One slope per channel (axis -3), applied where x is not positive."""
+    import numpy as np
+    alpha = np.asarray(params.alpha.floatValue, dtype=np.float32)
+    if alpha.size not in (1, x.shape[0]):
+        raise ValueError(f"PReLU with {alpha.size} slopes for {x.shape[0]} channels")
+    return np.where(x > 0, x, alpha.reshape(-1, 1, 1) * x)
+
+
+def l2normalize(params, inputs):
+    """Core ML: x / sqrt(sum over C, H, W of x^2 + epsilon); epsilon 0 means the default 1e-6."""
+    import numpy as np
+    x = inputs[0]
+    epsilon = params.epsilon or 1e-6
+    return x / np.sqrt(np.sum(x.astype(np.float64) ** 2) + epsilon).astype(np.float32)
+
+
+def flatten(params, inputs):
+    x = inputs[0]
+    return (x if params.mode == 0 else x.transpose(1, 2, 0)).reshape(-1, 1, 1)
+
+
+def inner_product(params, inputs):
+    import numpy as np
+    weights = np.asarray(params.weights.floatValue, dtype=np.float32).reshape(
+        params.outputChannels, params.inputChannels)
+    y = weights @ inputs[0].reshape(-1)
+    if params.hasBias:
+        y = y + np.asarray(params.bias.floatValue, dtype=np.float32)
+    return y.reshape(-1, 1, 1)
+
+
+def softmax(params, inputs):
+    import numpy as np
+    shifted = np.exp(inputs[0] - inputs[0].max(axis=0, keepdims=True))
+    return shifted / shifted.sum(axis=0, keepdims=True)
+
+
+def convolution(params, inputs):
+    x = inputs[0]
     import numpy as np
     kh, kw = kernel_of(params)
     sh, sw = stride_of(params)
@@ -439,8 +470,9 @@ def convolution(x, params):
     return y
 
 
-def pooling(x, params):
+def pooling(params, inputs):
     import numpy as np
+    x = inputs[0]
     average = params.type == params.AVERAGE
     if params.type not in (params.MAX, params.AVERAGE):
         raise ValueError("only MAX and AVERAGE pooling are supported by this checker")
@@ -459,6 +491,33 @@ def pooling(x, params):
     return np.mean(windows, axis=0) if average else np.max(windows, axis=0)
 
 
+class CoreMLLayer:
+    """How this checker evaluates one Core ML layer kind, and checks its weights (None: it has none)."""
+
+    def __init__(self, evaluate, weights=None):
+        self.evaluate = evaluate
+        self.weights = weights
+
+
+# The one table of Core ML layers (NeuralNetworkLayer oneof names) and activations this checker can
+# evaluate. facetrain's "operations" table says which its exports use; each must be listed here.
+COREML_LAYERS = {
+    "convolution": CoreMLLayer(convolution, convolution_weights),
+    "batchnorm": CoreMLLayer(batchnorm, batchnorm_weights),
+    "activation": CoreMLLayer(activation),
+    "l2normalize": CoreMLLayer(l2normalize),
+    "pooling": CoreMLLayer(pooling),
+    "flatten": CoreMLLayer(flatten),
+    "innerProduct": CoreMLLayer(inner_product, inner_product_weights),
+    "softmax": CoreMLLayer(softmax),
+    "add": CoreMLLayer(add),
+}
+COREML_ACTIVATIONS = {
+    "ReLU": relu,
+    "PReLU": prelu,
+}
+
+
 def check_coreml(path, cases_file, checks, batch):
     import coremltools
     import numpy as np
@@ -466,8 +525,9 @@ def check_coreml(path, cases_file, checks, batch):
     check_coreml_structure(spec, cases_file, checks)
     check_coreml_weights(spec, checks)
     labels = cases_file["labels"]
-    checks.equal(softmax_width(spec), len(labels), "Core ML softmax width vs number of labels")
-    return np.stack([run_coreml(spec, image) for image in batch])
+    probabilities = np.stack([run_coreml(spec, image) for image in batch])
+    checks.equal(probabilities.shape[1], len(labels), "Core ML softmax width vs number of labels")
+    return probabilities
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,6 +565,7 @@ def main(argv):
     batch = np.stack([np.asarray(case["pixels"], dtype=np.uint8).reshape(shape) for case in cases_file["cases"]])
 
     checks = Checks()
+    check_table(cases_file, checks)
     onnx_probabilities = check_onnx(cases_file["onnx"], cases_file, checks, batch)
     coreml_probabilities = check_coreml(cases_file["mlmodel"], cases_file, checks, batch)
     onnx_worst = compare("onnxruntime", onnx_probabilities, cases_file, checks)

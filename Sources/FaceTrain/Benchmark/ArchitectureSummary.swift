@@ -25,8 +25,11 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
         case trainingMFLOPPerImage = "training_mflop_per_image"
     }
 
-    /// The summary of `architecture` at `width` and `inputSize` with a classifier over `classes`.
-    public init(_ architecture: NamedArchitecture, inputSize: Int, width: Int, classes: Int) {
+    /// The summary of `architecture` at `width` and `inputSize` with a classifier over `classes`;
+    /// throws when the architecture does not check at that size.
+    public init(
+        _ architecture: NamedArchitecture, inputSize: Int, width: Int, classes: Int
+    ) throws(ModelDefinitionError) {
         let definition = architecture.classifier(
             classLabels: (0..<classes).map { "class\($0)" }, inputSize: inputSize, width: width)
         let extractor = architecture.extractor(inputSize: inputSize, width: width)
@@ -35,7 +38,7 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
                 $0 + $1.shape.reduce(1, *)
             }
         }
-        let flops = FLOPCount(definition: definition)
+        let flops = try FLOPCount(definition: definition)
         name = architecture.name
         summary = architecture.summary
         self.inputSize = inputSize
@@ -44,10 +47,7 @@ public struct ArchitectureSummary: Sendable, Codable, Equatable {
         layers = definition.layers.count
         parameters = trainable(definition.layers)
         extractorParameters = trainable(extractor.layers)
-        embeddingFeatures = {
-            if case .batchNorm2D(let channels, _, _)? = extractor.layers.last { return channels }
-            return 0
-        }()
+        embeddingFeatures = try extractor.layerOutputShapes().last.map { $0.reduce(1, *) } ?? 0
         forwardMFLOPPerImage = flops.forwardPerImage / 1e6
         trainingMFLOPPerImage = flops.trainingPerImage / 1e6
     }

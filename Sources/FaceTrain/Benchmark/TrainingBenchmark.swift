@@ -144,7 +144,7 @@ public enum TrainingBenchmark {
         } while Double(DispatchTime.now().uptimeNanoseconds - latencyStart) / 1e9 < configuration.latencySeconds
         latencies.sort()
 
-        let flops = FLOPCount(definition: definition)
+        let flops = try FLOPCount(definition: definition)
         let peak = configuration.peakGFLOPS ?? theoreticalPeakGFLOPS()
         let trainImagesPerSecond = Double(configuration.batchSize) / stepTime
         let inferenceImagesPerSecond = Double(configuration.inferenceBatchSize) / median(inferenceTimes)
@@ -193,8 +193,9 @@ public enum TrainingBenchmark {
     }
 }
 
-/// Multiply-add work of a definition, 2 flops per multiply-add, counting conv (a grouped one does
-/// 1/groups of the work of an ungrouped one) and linear layers; adds, norms and pools are left out.
+/// Multiply-add work of a definition, 2 flops per multiply-add, as each layer kind counts it
+/// (`LayerKind.forwardFLOPs`: conv, a grouped one doing 1/groups of the work of an ungrouped one,
+/// and linear layers; adds, norms and pools are left out).
 ///
 /// Backward is dWeight for every layer plus dInput for every layer but a leading conv (nobody needs
 /// the gradient of the images): 2 × forward - first conv. ref-small at 64×64 with 42 classes gives
@@ -203,33 +204,16 @@ public struct FLOPCount: Sendable, Equatable {
     public var forwardPerImage: Double
     public var trainingPerImage: Double
 
-    public init(definition: ModelDefinition) {
-        var shape = [1, definition.input.channels, definition.input.height, definition.input.width]
-        var forward = 0.0
-        var first = 0.0
-        for (index, specification) in definition.layers.enumerated() {
-            switch specification {
-            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
-                let oh = (shape[2] + 2 * padding - kernelSize) / stride + 1
-                let ow = (shape[3] + 2 * padding - kernelSize) / stride + 1
-                let flops =
-                    2.0 * Double(outputChannels * (inputChannels / max(groups, 1)) * kernelSize * kernelSize * oh * ow)
-                forward += flops
-                if index == 0 { first = flops }
-                shape = [1, outputChannels, oh, ow]
-            case .linear(let inputFeatures, let outputFeatures):
-                forward += 2.0 * Double(inputFeatures * outputFeatures)
-                shape = [1, outputFeatures]
-            case .maxPool2D(let size, let stride):
-                shape = [1, shape[1], (shape[2] - size) / stride + 1, (shape[3] - size) / stride + 1]
-            case .globalAveragePool:
-                shape = [1, shape[1]]
-            case .batchNorm2D, .relu, .dropout, .l2Normalize, .add, .prelu:
-                break
-            }
+    /// Throws when the definition does not check (`ModelDefinition.layerOutputShapes`).
+    public init(definition: ModelDefinition) throws(ModelDefinitionError) {
+        let outputs = try definition.layerOutputShapes()
+        let inputs = [[definition.input.channels, definition.input.height, definition.input.width]] + outputs
+        let perLayer = definition.layers.indices.map {
+            definition.layers[$0].layerKind.forwardFLOPs(inputShape: inputs[$0], outputShape: outputs[$0])
         }
-        forwardPerImage = forward
-        trainingPerImage = 3 * forward - first
+        let first = definition.layers.first?.kind == "conv2d" ? perLayer[0] : 0
+        forwardPerImage = perLayer.reduce(0, +)
+        trainingPerImage = 3 * forwardPerImage - first
     }
 }
 

@@ -214,31 +214,6 @@ public struct Manifest: Codable, Sendable, Equatable {
         return formatter.string(from: date)
     }
 
-    /// One readable line for a layer.
-    public static func summary(of layer: LayerSpecification) -> String {
-        switch layer {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
-            "Conv2D \(inputChannels)->\(outputChannels), kernel \(kernelSize)x\(kernelSize), "
-                + "stride \(stride), padding \(padding)"
-                + (groups == 1 ? "" : groups == inputChannels ? ", depthwise" : ", \(groups) groups")
-        case .batchNorm2D(let channels, let epsilon, let momentum):
-            "BatchNorm2D \(channels) channels, epsilon \(epsilon), momentum \(momentum)"
-        case .relu:
-            "ReLU"
-        case .maxPool2D(let size, let stride):
-            "MaxPool2D \(size)x\(size), stride \(stride)"
-        case .globalAveragePool:
-            "GlobalAveragePool"
-        case .l2Normalize(let scale):
-            "L2Normalize to length \(scale)"
-        case .linear(let inputFeatures, let outputFeatures):
-            "Linear (fully connected) \(inputFeatures)->\(outputFeatures)"
-        case .dropout(let rate):
-            "Dropout rate \(rate)"
-        case .add(let source):
-            "Add the output of layer \(source)"
-        case .prelu(let channels):
-            "PReLU \(channels) channels"
-        }
-    }
+    /// One readable line for a layer (its kind's `summary`).
+    public static func summary(of layer: LayerSpecification) -> String { layer.layerKind.summary }
 }

@@ -161,30 +161,13 @@ public enum WeightsFile {
 
     private static func writeLayerAttributes(_ layer: LayerSpecification, to group: HDF5File.Group) throws {
         try group.writeString("type", layer.kind)
-        switch layer {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
-            try group.writeInt32s("channels_in_out", [Int32(inputChannels), Int32(outputChannels)])
-            try group.writeInt32s("kernel_size", [Int32(kernelSize), Int32(kernelSize)])
-            try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
-            try group.writeInt32s("padding", [Int32(padding), Int32(padding)])
-            // Only when grouped, so files of ungrouped models keep their bytes.
-            if groups != 1 { try group.writeInt32s("groups", [Int32(groups)], scalar: true) }
-        case .batchNorm2D(_, let epsilon, let momentum):
-            try group.writeFloats("epsilon", [epsilon], scalar: true)
-            try group.writeFloats("momentum", [momentum], scalar: true)
-        case .maxPool2D(let size, let stride):
-            try group.writeInt32s("kernel_size", [Int32(size), Int32(size)])
-            try group.writeInt32s("stride", [Int32(stride), Int32(stride)])
-        case .linear(let inputFeatures, let outputFeatures):
-            try group.writeInt32s("features_in_out", [Int32(inputFeatures), Int32(outputFeatures)])
-        case .dropout(let rate):
-            try group.writeFloats("rate", [rate], scalar: true)
-        case .add(let source):
-            try group.writeInt32s("source", [Int32(source)], scalar: true)
-        case .prelu(let channels):
-            try group.writeInt32s("channels", [Int32(channels)], scalar: true)
-        case .relu, .globalAveragePool, .l2Normalize:
-            break
+        for attribute in layer.layerKind.weightsFileAttributes {
+            switch attribute {
+            case .integers(let name, let values, let scalar):
+                try group.writeInt32s(name, values.map { Int32($0) }, scalar: scalar)
+            case .floats(let name, let values, let scalar):
+                try group.writeFloats(name, values, scalar: scalar)
+            }
         }
     }
 }

@@ -128,93 +128,7 @@ public enum CoreMLExporter {
         writer.writeString(1, step.name)
         for input in step.inputs { writer.writeString(2, input) }
         writer.writeString(3, step.output)
-        switch step.operation {
-        case .convolution(
-            let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups, let weight,
-            let bias):
-            writer.writeMessage(Field.Layer.convolution) { conv in
-                conv.writeUnsigned(1, UInt64(outputChannels))
-                // kernelChannels: the input channels each group sees.
-                conv.writeUnsigned(2, UInt64(inputChannels / groups))
-                conv.writeUnsigned(10, UInt64(groups))
-                conv.writePackedUnsigned(20, [UInt64(kernelSize), UInt64(kernelSize)])
-                conv.writePackedUnsigned(30, [UInt64(stride), UInt64(stride)])
-                conv.writePackedUnsigned(40, [1, 1])
-                if stride == 1 && 2 * padding == kernelSize - 1 {
-                    conv.writeMessage(51) { _ in }
-                } else {
-                    conv.writeMessage(50) { writeValidPadding(padding, to: &$0) }
-                }
-                conv.writeBool(70, true)
-                conv.writeMessage(90) { $0.writePackedFloats(1, weight) }
-                conv.writeMessage(91) { $0.writePackedFloats(1, bias) }
-            }
-        case .batchNorm(let channels, let epsilon, let gamma, let beta, let mean, let variance):
-            writer.writeMessage(Field.Layer.batchnorm) { norm in
-                norm.writeUnsigned(1, UInt64(channels))
-                norm.writeFloat(10, epsilon)
-                norm.writeMessage(15) { $0.writePackedFloats(1, gamma) }
-                norm.writeMessage(16) { $0.writePackedFloats(1, beta) }
-                norm.writeMessage(17) { $0.writePackedFloats(1, mean) }
-                norm.writeMessage(18) { $0.writePackedFloats(1, variance) }
-            }
-        case .relu:
-            writer.writeMessage(Field.Layer.activation) { $0.writeMessage(10) { _ in } }
-        case .prelu(_, _, let slopes):
-            // ActivationParams.PReLU (25) { alpha (1): WeightParams }, one slope per channel (axis -3).
-            writer.writeMessage(Field.Layer.activation) { activation in
-                activation.writeMessage(25) { prelu in prelu.writeMessage(1) { $0.writePackedFloats(1, slopes) } }
-            }
-        case .l2Normalize:
-            // y = x / sqrt(Σx² + ε) over C×H×W; ε must be non-zero (0 reads as unset).
-            writer.writeMessage(Field.Layer.l2normalize) { $0.writeFloat(1, 1e-12) }
-        case .maxPool(let size, let stride):
-            writer.writeMessage(Field.Layer.pooling) { pool in
-                pool.writeUnsigned(1, PoolingType.max)
-                pool.writePackedUnsigned(10, [UInt64(size), UInt64(size)])
-                pool.writePackedUnsigned(20, [UInt64(stride), UInt64(stride)])
-                pool.writeMessage(30) { writeValidPadding(0, to: &$0) }
-                pool.writeBool(50, true)
-            }
-        case .globalAveragePool:
-            // Kernel and stride are ignored with globalPooling; zeros are what coremltools writes.
-            writer.writeMessage(Field.Layer.pooling) { pool in
-                pool.writeUnsigned(1, PoolingType.average)
-                pool.writePackedUnsigned(10, [0, 0])
-                pool.writePackedUnsigned(20, [0, 0])
-                pool.writeMessage(30) { writeValidPadding(0, to: &$0) }
-                pool.writeBool(50, true)
-                pool.writeBool(60, true)
-            }
-        case .flatten:
-            // mode CHANNEL_FIRST (0) flattens in C, H, W order, like ONNX Flatten and the trainer.
-            writer.writeMessage(Field.Layer.flatten) { _ in }
-        case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
-            writer.writeMessage(Field.Layer.innerProduct) { product in
-                product.writeUnsigned(1, UInt64(inputFeatures))
-                product.writeUnsigned(2, UInt64(outputFeatures))
-                product.writeBool(10, true)
-                product.writeMessage(20) { $0.writePackedFloats(1, weight) }
-                product.writeMessage(21) { $0.writePackedFloats(1, bias) }
-            }
-        case .softmax:
-            writer.writeMessage(Field.Layer.softmax) { _ in }
-        case .add:
-            // AddLayerParams: the sum of the inputs (its alpha is only added to a single input).
-            writer.writeMessage(Field.Layer.add) { _ in }
-        }
-    }
-
-    /// `ValidPadding { paddingAmounts { borderAmounts [H, W] } }` with the same amount on every edge.
-    private static func writeValidPadding(_ padding: Int, to writer: inout ProtobufWriter) {
-        writer.writeMessage(1) { amounts in
-            for _ in 0..<2 {
-                amounts.writeMessage(10) { edges in
-                    edges.writeUnsigned(1, UInt64(padding))
-                    edges.writeUnsigned(2, UInt64(padding))
-                }
-            }
-        }
+        writer.writeMessage(step.operation.form.coreMLField) { step.operation.writeCoreMLParameters(&$0) }
     }
 
     // MARK: - Field numbers of the messages with more than a handful of fields
@@ -248,17 +162,6 @@ public enum CoreMLExporter {
             static let stringClassLabels = 100
             static let labelProbabilityLayerName = 200
         }
-        enum Layer {
-            static let convolution = 100
-            static let pooling = 120
-            static let activation = 130
-            static let l2normalize = 170
-            static let innerProduct = 140
-            static let batchnorm = 160
-            static let softmax = 175
-            static let add = 230
-            static let flatten = 301
-        }
         /// DictionaryFeatureType.stringKeyType.
         static let stringKeyType = 2
         /// NeuralNetworkPreprocessing.scaler.
@@ -268,10 +171,5 @@ public enum CoreMLExporter {
     private enum ColorSpace {
         static let grayscale: Int64 = 10
         static let rgb: Int64 = 20
-    }
-
-    private enum PoolingType {
-        static let max: UInt64 = 0
-        static let average: UInt64 = 1
     }
 }

@@ -51,3 +51,18 @@ public enum ExportError: Error, CustomStringConvertible, Equatable {
         }
     }
 }
+
+extension ExportError {
+    /// The export form of a definition problem (`ModelDefinition.validate`), layers named as in
+    /// weight files ("0.conv2d").
+    init(_ problem: ModelDefinitionError) {
+        switch problem {
+        case .invalidInput(let reason): self = .invalidInput(reason: reason)
+        case .invalidLayer(let index, let kind, let reason):
+            self = .invalidLayer(layer: "\(index).\(kind)", reason: reason)
+        case .invalidLabels(let reason): self = .invalidLabels(reason: reason)
+        case .mustEndWithLinear(let lastLayer): self = .mustEndWithLinear(lastLayer: lastLayer)
+        case .labelCountMismatch(let labels, let outputs): self = .labelCountMismatch(labels: labels, outputs: outputs)
+        }
+    }
+}

@@ -128,8 +128,8 @@ public enum ONNXExporter {
         writeInitializer(Preprocessing.scaleTensor, dims: [1, 1, 1, 1], values: [plan.input.scale], to: &graph)
         writeInitializer(Preprocessing.biasTensor, dims: [1, channels, 1, 1], values: plan.input.bias, to: &graph)
         for step in plan.steps {
-            for (tensorName, (dims, values)) in zip(step.tensorNames, tensors(of: step.operation)) {
-                writeInitializer(tensorName, dims: dims, values: values, to: &graph)
+            for (tensorName, tensor) in zip(step.tensorNames, step.operation.tensors) {
+                writeInitializer(tensorName, dims: tensor.dimensions, values: tensor.values, to: &graph)
             }
         }
 
@@ -141,76 +141,12 @@ public enum ONNXExporter {
     }
 
     private static func writeStep(_ step: ExportPlan.Step, inputs blobs: [String], to graph: inout ProtobufWriter) {
-        let inputs = blobs + step.tensorNames
-        let (operatorName, attributes): (String, [Attribute]) =
-            switch step.operation {
-            case .convolution(_, _, let kernelSize, let stride, let padding, let groups, _, _):
-                (
-                    "Conv",
-                    [
-                        .ints("kernel_shape", [kernelSize, kernelSize]),
-                        .ints("pads", [padding, padding, padding, padding]),
-                        .ints("strides", [stride, stride]),
-                    ]
-                        // `group` defaults to 1; left out then, so ungrouped models keep their bytes.
-                        + (groups == 1 ? [] : [.int("group", groups)])
-                )
-            case .add:
-                ("Add", [])
-            case .prelu:
-                ("PRelu", [])
-            case .batchNorm(_, let epsilon, _, _, _, _):
-                ("BatchNormalization", [.float("epsilon", epsilon)])
-            case .relu:
-                ("Relu", [])
-            case .l2Normalize:
-                ("LpNormalization", [.int("axis", 1), .int("p", 2)])
-            case .maxPool(let size, let stride):
-                ("MaxPool", [.ints("kernel_shape", [size, size]), .ints("strides", [stride, stride])])
-            case .globalAveragePool:
-                ("GlobalAveragePool", [])
-            case .flatten:
-                ("Flatten", [.int("axis", 1)])
-            case .innerProduct:
-                ("Gemm", [.float("alpha", 1), .float("beta", 1), .int("transB", 1)])
-            case .softmax:
-                ("Softmax", [.int("axis", 1)])
-            }
         writeNode(
-            inputs: inputs, output: step.output, name: step.name, operator: operatorName, attributes: attributes,
-            to: &graph)
-    }
-
-    /// The layer's tensors with their ONNX shapes, in parameter order (matching `Step.tensorNames`).
-    private static func tensors(of operation: ExportPlan.Operation) -> [([Int], [Float])] {
-        switch operation {
-        case .convolution(let inputChannels, let outputChannels, let kernelSize, _, _, let groups, let weight, let bias):
-            [([outputChannels, inputChannels / groups, kernelSize, kernelSize], weight), ([outputChannels], bias)]
-        case .batchNorm(let channels, _, let gamma, let beta, let mean, let variance):
-            [([channels], gamma), ([channels], beta), ([channels], mean), ([channels], variance)]
-        case .innerProduct(let inputFeatures, let outputFeatures, let weight, let bias):
-            [([outputFeatures, inputFeatures], weight), ([outputFeatures], bias)]
-        case .prelu(let channels, let spatial, let slopes):
-            // Broadcast against [N, C, H, W] needs [C, 1, 1]; against [N, F], [F].
-            [(spatial ? [channels, 1, 1] : [channels], slopes)]
-        case .relu, .l2Normalize, .maxPool, .globalAveragePool, .flatten, .softmax, .add:
-            []
-        }
+            inputs: blobs + step.tensorNames, output: step.output, name: step.name,
+            operator: step.operation.form.onnxOperator, attributes: step.operation.onnxAttributes, to: &graph)
     }
 
     // MARK: - Messages
-
-    private enum Attribute {
-        case float(String, Float)
-        case int(String, Int)
-        case ints(String, [Int])
-
-        var name: String {
-            switch self {
-            case .float(let name, _), .int(let name, _), .ints(let name, _): name
-            }
-        }
-    }
 
     private enum Dimension {
         case fixed(Int)
@@ -219,7 +155,7 @@ public enum ONNXExporter {
 
     private static func writeNode(
         inputs: [String], output: String, name: String, operator operatorName: String,
-        attributes: [Attribute] = [], to graph: inout ProtobufWriter
+        attributes: [ONNXAttribute] = [], to graph: inout ProtobufWriter
     ) {
         graph.writeMessage(1) { node in
             for input in inputs { node.writeString(1, input, always: true) }
@@ -233,7 +169,7 @@ public enum ONNXExporter {
         }
     }
 
-    private static func writeAttribute(_ attribute: Attribute, to writer: inout ProtobufWriter) {
+    private static func writeAttribute(_ attribute: ONNXAttribute, to writer: inout ProtobufWriter) {
         writer.writeString(1, attribute.name, always: true)
         switch attribute {
         case .float(_, let value):

@@ -33,7 +33,6 @@ public struct BatchNorm2D: Layer {
     public var specification: LayerSpecification {
         .batchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum)
     }
-    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public var parameters: [Parameter] { [weight, bias, runningMean, runningVariance] }
 
     public mutating func updateParameters(_ update: (inout Parameter) -> Void) {
@@ -173,6 +172,70 @@ public struct BatchNorm2D: Layer {
                             for index in offset..<(offset + pixels) { dx[index] = a * x[index] + b + s * dy[index] }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+// MARK: - The kind
+
+extension BatchNorm2D {
+    /// `batchNorm2D` in the manifest: ONNX BatchNormalization, Core ML batchnorm (stored statistics).
+    struct Kind: LayerKind {
+        let channels: Int
+        let epsilon: Float
+        let momentum: Float
+
+        var name: String { "batchnorm2d" }
+
+        var parameterShapes: [(name: String, shape: [Int])] {
+            [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]
+        }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            // After a linear layer the exported data is [N, F], which Core ML's batchnorm does not take.
+            let isVector = input.shape.count == 1 && !input.isFlattened
+            if !isVector { _ = try input.featureMap() }
+            guard channels == input.shape[0] else {
+                throw LayerProblem("it normalises \(channels) channels but gets \(input.shape[0])")
+            }
+            // Core ML reads an epsilon of 0 as "unset" (1e-5), and 0 divides by zero on dead channels anyway.
+            guard epsilon > 0, epsilon.isFinite else { throw LayerProblem("epsilon \(epsilon) must be positive") }
+            guard (0...1).contains(momentum) else { throw LayerProblem("momentum \(momentum) is not in 0...1") }
+        }
+
+        func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+
+        var summary: String { "BatchNorm2D \(channels) channels, epsilon \(epsilon), momentum \(momentum)" }
+
+        var weightsFileAttributes: [WeightsFileAttribute] {
+            [.floats("epsilon", [epsilon], scalar: true), .floats("momentum", [momentum], scalar: true)]
+        }
+
+        func makeLayer(using generator: inout SplitMix64) -> any Layer {
+            BatchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum)
+        }
+
+        var exportForm: ExportForm? {
+            ExportForm(onnxOperator: "BatchNormalization", coreMLLayer: "batchnorm", coreMLField: 160)
+        }
+
+        /// ONNX initializers take the names of `ExportNaming.batchNormTensorSuffixes`.
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            let values = parameterShapes.map { input.parameters[$0.name, default: []] }
+            let (channels, epsilon) = (channels, epsilon)
+            return ExportOperation(
+                form: exportForm!, onnxAttributes: [.float("epsilon", epsilon)],
+                tensors: zip(input.naming.batchNormTensorSuffixes, values).map {
+                    ExportTensor(suffix: $0.0, dimensions: [channels], values: $0.1)
+                }
+            ) { norm in
+                norm.writeUnsigned(1, UInt64(channels))
+                norm.writeFloat(10, epsilon)
+                // gamma, beta, mean, variance
+                for (field, tensor) in zip([15, 16, 17, 18], values) {
+                    norm.writeMessage(field) { $0.writePackedFloats(1, tensor) }
                 }
             }
         }

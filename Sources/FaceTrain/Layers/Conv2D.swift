@@ -61,11 +61,6 @@ public struct Conv2D: WeightAndBiasLayer {
             padding: padding)
     }
 
-    public func outputShape(for inputShape: [Int]) -> [Int] {
-        let g = geometry(for: inputShape)
-        return [inputShape[0], outputChannels, g.outputHeight, g.outputWidth]
-    }
-
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -185,5 +180,122 @@ func addChunks(
     for chunk in 0..<max(chunks, 1) {
         let source = partial + chunk * stride
         for index in 0..<count { out[index] += source[index] }
+    }
+}
+
+// MARK: - The kind
+
+extension Conv2D {
+    /// `conv2D` in the manifest: ONNX Conv (with `group` when grouped), Core ML convolution (`nGroups`).
+    struct Kind: LayerKind {
+        let inputChannels: Int
+        let outputChannels: Int
+        let kernelSize: Int
+        let stride: Int
+        let padding: Int
+        let groups: Int
+
+        var name: String { "conv2d" }
+        /// Grouped convolutions came with format 2.
+        var minimumFormatVersion: Int { groups == 1 ? 1 : 2 }
+
+        var parameterShapes: [(name: String, shape: [Int])] {
+            [
+                ("weight", [outputChannels, inputChannels / max(groups, 1), kernelSize, kernelSize]),
+                ("bias", [outputChannels]),
+            ]
+        }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            let (channels, height, width) = try input.featureMap()
+            guard inputChannels == channels else {
+                throw LayerProblem("it expects \(inputChannels) channels but gets \(channels)")
+            }
+            guard groups >= 1, inputChannels % groups == 0, outputChannels % groups == 0 else {
+                throw LayerProblem("\(groups) groups do not divide \(inputChannels) -> \(outputChannels) channels")
+            }
+            // Core ML and ONNX both take padding below the kernel size only.
+            guard outputChannels > 0, kernelSize > 0, stride > 0, padding >= 0, padding < kernelSize else {
+                throw LayerProblem(
+                    "kernel \(kernelSize), stride \(stride), padding \(padding) is not a valid window "
+                        + "(the padding must be smaller than the kernel)")
+            }
+            guard height + 2 * padding >= kernelSize, width + 2 * padding >= kernelSize else {
+                throw LayerProblem("its \(kernelSize)x\(kernelSize) kernel is larger than the \(height)x\(width) input")
+            }
+        }
+
+        /// oH = (H + 2·padding - K) / stride + 1, likewise oW.
+        func outputShape(for inputShape: [Int]) -> [Int] {
+            [
+                outputChannels, (inputShape[1] + 2 * padding - kernelSize) / stride + 1,
+                (inputShape[2] + 2 * padding - kernelSize) / stride + 1,
+            ]
+        }
+
+        /// A grouped convolution does 1/groups of the work of an ungrouped one.
+        func forwardFLOPs(inputShape: [Int], outputShape: [Int]) -> Double {
+            2.0 * Double(outputChannels * (inputChannels / max(groups, 1)) * kernelSize * kernelSize)
+                * Double(outputShape[1] * outputShape[2])
+        }
+
+        var summary: String {
+            "Conv2D \(inputChannels)->\(outputChannels), kernel \(kernelSize)x\(kernelSize), "
+                + "stride \(stride), padding \(padding)"
+                + (groups == 1 ? "" : groups == inputChannels ? ", depthwise" : ", \(groups) groups")
+        }
+
+        var weightsFileAttributes: [WeightsFileAttribute] {
+            [
+                .integers("channels_in_out", [inputChannels, outputChannels], scalar: false),
+                .integers("kernel_size", [kernelSize, kernelSize], scalar: false),
+                .integers("stride", [stride, stride], scalar: false),
+                .integers("padding", [padding, padding], scalar: false),
+            ]
+                // Only when grouped, so files of ungrouped models keep their bytes.
+                + (groups == 1 ? [] : [.integers("groups", [groups], scalar: true)])
+        }
+
+        func makeLayer(using generator: inout SplitMix64) -> any Layer {
+            Conv2D(
+                inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
+                padding: padding, groups: max(groups, 1), using: &generator)
+        }
+
+        var exportForm: ExportForm? { ExportForm(onnxOperator: "Conv", coreMLLayer: "convolution", coreMLField: 100) }
+
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            let (weight, bias) = (input.parameters["weight", default: []], input.parameters["bias", default: []])
+            let (kernelSize, stride, padding, groups) = (kernelSize, stride, padding, groups)
+            let (outputChannels, kernelChannels) = (outputChannels, inputChannels / groups)
+            return ExportOperation(
+                form: exportForm!,
+                onnxAttributes: [
+                    .ints("kernel_shape", [kernelSize, kernelSize]),
+                    .ints("pads", [padding, padding, padding, padding]), .ints("strides", [stride, stride]),
+                ]
+                    // `group` defaults to 1; left out then, so ungrouped models keep their bytes.
+                    + (groups == 1 ? [] : [.int("group", groups)]),
+                tensors: zip(parameterShapes, [weight, bias]).map {
+                    ExportTensor(suffix: $0.0.name, dimensions: $0.0.shape, values: $0.1)
+                }
+            ) { conv in
+                conv.writeUnsigned(1, UInt64(outputChannels))
+                // kernelChannels: the input channels each group sees.
+                conv.writeUnsigned(2, UInt64(kernelChannels))
+                conv.writeUnsigned(10, UInt64(groups))
+                conv.writePackedUnsigned(20, [UInt64(kernelSize), UInt64(kernelSize)])
+                conv.writePackedUnsigned(30, [UInt64(stride), UInt64(stride)])
+                conv.writePackedUnsigned(40, [1, 1])
+                if stride == 1 && 2 * padding == kernelSize - 1 {
+                    conv.writeMessage(51) { _ in }
+                } else {
+                    conv.writeMessage(50) { ExportOperation.writeValidPadding(padding, to: &$0) }
+                }
+                conv.writeBool(70, true)
+                conv.writeMessage(90) { $0.writePackedFloats(1, weight) }
+                conv.writeMessage(91) { $0.writePackedFloats(1, bias) }
+            }
+        }
     }
 }

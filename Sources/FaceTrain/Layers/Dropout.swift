@@ -14,7 +14,6 @@ public struct Dropout: Layer {
     }
 
     public var specification: LayerSpecification { .dropout(rate: rate) }
-    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public mutating func releaseCaches() { mask = [] }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -32,5 +31,33 @@ public struct Dropout: Layer {
         var gradient = outputGradient
         for index in 0..<gradient.count { gradient.scalars[index] *= mask[index] }
         return gradient
+    }
+}
+
+// MARK: - The kind
+
+extension Dropout {
+    /// `dropout` in the manifest; inference passes values through, so exports leave it out.
+    struct Kind: LayerKind {
+        let rate: Float
+
+        var name: String { "dropout" }
+        var normalizationScale: NormalizationScaleRule { .passes }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            guard (0..<1).contains(rate) else { throw LayerProblem("rate \(rate) is not in [0, 1)") }
+        }
+
+        func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+        var summary: String { "Dropout rate \(rate)" }
+        var weightsFileAttributes: [WeightsFileAttribute] { [.floats("rate", [rate], scalar: true)] }
+        func makeLayer(using generator: inout SplitMix64) -> any Layer {
+            Dropout(rate: rate, generator: generator.split())
+        }
+
+        var exportForm: ExportForm? { nil }
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            preconditionFailure("exports leave dropout out (no exportForm)")
+        }
     }
 }

@@ -16,7 +16,6 @@ public struct L2Normalize: Layer {
     }
 
     public var specification: LayerSpecification { .l2Normalize(scale: scale) }
-    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public mutating func releaseCaches() { direction = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -50,5 +49,41 @@ public struct L2Normalize: Layer {
             }
         }
         return gradient
+    }
+}
+
+// MARK: - The kind
+
+extension L2Normalize {
+    /// `l2Normalize` in the manifest: ONNX LpNormalization (p 2), Core ML l2normalize, both to unit
+    /// length; the scale goes into the next linear layer's weights.
+    struct Kind: LayerKind {
+        let scale: Float
+
+        var name: String { "l2normalize" }
+        var normalizationScale: NormalizationScaleRule { .starts }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            // Per image over all features, as Core ML does; ONNX's axis 1 matches only for vectors.
+            guard input.shape.count == 1 else {
+                throw LayerProblem("it needs a [features] input (after a global pool) but gets \(input.shape)")
+            }
+            guard scale > 0, scale.isFinite else { throw LayerProblem("scale \(scale) must be positive") }
+        }
+
+        func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+        var summary: String { "L2Normalize to length \(scale)" }
+        func makeLayer(using generator: inout SplitMix64) -> any Layer { L2Normalize(scale: scale) }
+
+        var exportForm: ExportForm? {
+            ExportForm(onnxOperator: "LpNormalization", coreMLLayer: "l2normalize", coreMLField: 170)
+        }
+
+        /// Core ML: y = x / sqrt(Σx² + ε) over C×H×W; ε must be non-zero (0 reads as unset).
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            ExportOperation(form: exportForm!, onnxAttributes: [.int("axis", 1), .int("p", 2)], pendingScale: scale) {
+                $0.writeFloat(1, 1e-12)
+            }
+        }
     }
 }

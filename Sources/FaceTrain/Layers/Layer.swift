@@ -34,8 +34,6 @@ public struct Parameter: Sendable, Equatable {
 public protocol Layer: Sendable, CustomStringConvertible {
     /// The manifest form of this layer.
     var specification: LayerSpecification { get }
-    /// Output shape for an input shape (batch first).
-    func outputShape(for inputShape: [Int]) -> [Int]
     mutating func forward(_ input: Tensor, mode: Mode) -> Tensor
     mutating func backward(_ outputGradient: Tensor) -> Tensor
     /// Every saved tensor in file order (`LayerSpecification.parameterShapes`).
@@ -51,6 +49,11 @@ extension Layer {
     public mutating func updateParameters(_ update: (inout Parameter) -> Void) {}
     public mutating func releaseCaches() {}
     public var description: String { specification.kind }
+
+    /// Output shape for an input shape (batch first), from the layer's kind.
+    public func outputShape(for inputShape: [Int]) -> [Int] {
+        [inputShape[0]] + specification.layerKind.outputShape(for: Array(inputShape.dropFirst()))
+    }
 }
 
 /// A layer whose saved tensors are a weight and a bias, in that order (convolution, linear).
@@ -71,7 +74,6 @@ extension WeightAndBiasLayer {
 /// Stands in for a layer while the network works on it directly; never runs.
 struct Placeholder: Layer {
     var specification: LayerSpecification { .relu }
-    func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     mutating func forward(_ input: Tensor, mode: Mode) -> Tensor { input }
     mutating func backward(_ outputGradient: Tensor) -> Tensor { outputGradient }
 }

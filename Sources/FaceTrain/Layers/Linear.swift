@@ -25,7 +25,6 @@ public struct Linear: WeightAndBiasLayer {
     public var specification: LayerSpecification {
         .linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
     }
-    public func outputShape(for inputShape: [Int]) -> [Int] { [inputShape[0], outputFeatures] }
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -72,6 +71,71 @@ public struct Linear: WeightAndBiasLayer {
                             b: w.baseAddress!, c: dx)
                     }
                 }
+            }
+        }
+    }
+}
+
+// MARK: - The kind
+
+extension Linear {
+    /// `linear` in the manifest: ONNX Gemm (transB 1), Core ML innerProduct; exports flatten a
+    /// feature map before it.
+    struct Kind: LayerKind {
+        let inputFeatures: Int
+        let outputFeatures: Int
+
+        var name: String { "linear" }
+        var parameterShapes: [(name: String, shape: [Int])] {
+            [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
+        }
+        var flattensInput: Bool { true }
+        var normalizationScale: NormalizationScaleRule { .absorbs }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            let features = input.shape.reduce(1, *)
+            guard inputFeatures == features else {
+                throw LayerProblem("it expects \(inputFeatures) features but gets \(features)")
+            }
+            guard outputFeatures > 0 else { throw LayerProblem("it has \(outputFeatures) outputs") }
+        }
+
+        func outputShape(for inputShape: [Int]) -> [Int] { [outputFeatures] }
+
+        func forwardFLOPs(inputShape: [Int], outputShape: [Int]) -> Double {
+            2.0 * Double(inputFeatures * outputFeatures)
+        }
+
+        var summary: String { "Linear (fully connected) \(inputFeatures)->\(outputFeatures)" }
+
+        var weightsFileAttributes: [WeightsFileAttribute] {
+            [.integers("features_in_out", [inputFeatures, outputFeatures], scalar: false)]
+        }
+
+        func makeLayer(using generator: inout SplitMix64) -> any Layer {
+            Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator)
+        }
+
+        var exportForm: ExportForm? { ExportForm(onnxOperator: "Gemm", coreMLLayer: "innerProduct", coreMLField: 140) }
+
+        /// W·s: the length of a pending normalisation, which the exported one leaves at 1.
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            let saved = input.parameters["weight", default: []]
+            let weight = input.pendingScale.map { scale in saved.map { $0 * scale } } ?? saved
+            let bias = input.parameters["bias", default: []]
+            let (inputFeatures, outputFeatures) = (inputFeatures, outputFeatures)
+            return ExportOperation(
+                form: exportForm!, onnxAttributes: [.float("alpha", 1), .float("beta", 1), .int("transB", 1)],
+                tensors: [
+                    ExportTensor(suffix: "weight", dimensions: [outputFeatures, inputFeatures], values: weight),
+                    ExportTensor(suffix: "bias", dimensions: [outputFeatures], values: bias),
+                ]
+            ) { product in
+                product.writeUnsigned(1, UInt64(inputFeatures))
+                product.writeUnsigned(2, UInt64(outputFeatures))
+                product.writeBool(10, true)
+                product.writeMessage(20) { $0.writePackedFloats(1, weight) }
+                product.writeMessage(21) { $0.writePackedFloats(1, bias) }
             }
         }
     }

@@ -16,10 +16,6 @@ public struct MaxPool2D: Layer {
 
     public var specification: LayerSpecification { .maxPool2D(size: size, stride: stride) }
 
-    public func outputShape(for inputShape: [Int]) -> [Int] {
-        [inputShape[0], inputShape[1], (inputShape[2] - size) / stride + 1, (inputShape[3] - size) / stride + 1]
-    }
-
     public mutating func releaseCaches() { winners = [] }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -63,5 +59,56 @@ public struct MaxPool2D: Layer {
         var gradient = Tensor(zeros: inputShape)
         for (q, winner) in winners.enumerated() { gradient.scalars[Int(winner)] += outputGradient.scalars[q] }
         return gradient
+    }
+}
+
+// MARK: - The kind
+
+extension MaxPool2D {
+    /// `maxPool2D` in the manifest: ONNX MaxPool, Core ML pooling MAX (valid padding).
+    struct Kind: LayerKind {
+        let size: Int
+        let stride: Int
+
+        var name: String { "maxpool2d" }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            let (_, height, width) = try input.featureMap()
+            guard size > 0, stride > 0, size <= height, size <= width else {
+                throw LayerProblem("a \(size)x\(size) window does not fit the \(height)x\(width) input")
+            }
+        }
+
+        /// [C, (H - size)/stride + 1, (W - size)/stride + 1].
+        func outputShape(for inputShape: [Int]) -> [Int] {
+            [inputShape[0], (inputShape[1] - size) / stride + 1, (inputShape[2] - size) / stride + 1]
+        }
+
+        var summary: String { "MaxPool2D \(size)x\(size), stride \(stride)" }
+
+        var weightsFileAttributes: [WeightsFileAttribute] {
+            [
+                .integers("kernel_size", [size, size], scalar: false),
+                .integers("stride", [stride, stride], scalar: false),
+            ]
+        }
+
+        func makeLayer(using generator: inout SplitMix64) -> any Layer { MaxPool2D(size: size, stride: stride) }
+
+        var exportForm: ExportForm? { ExportForm(onnxOperator: "MaxPool", coreMLLayer: "pooling", coreMLField: 120) }
+
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            let (size, stride) = (size, stride)
+            return ExportOperation(
+                form: exportForm!,
+                onnxAttributes: [.ints("kernel_shape", [size, size]), .ints("strides", [stride, stride])]
+            ) { pool in
+                pool.writeUnsigned(1, 0)  // PoolingType MAX
+                pool.writePackedUnsigned(10, [UInt64(size), UInt64(size)])
+                pool.writePackedUnsigned(20, [UInt64(stride), UInt64(stride)])
+                pool.writeMessage(30) { ExportOperation.writeValidPadding(0, to: &$0) }
+                pool.writeBool(50, true)
+            }
+        }
     }
 }

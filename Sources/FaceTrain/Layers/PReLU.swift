@@ -13,7 +13,6 @@ public struct PReLU: Layer {
     }
 
     public var specification: LayerSpecification { .prelu(channels: channels) }
-    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public var parameters: [Parameter] { [weight] }
     public mutating func updateParameters(_ update: (inout Parameter) -> Void) { update(&weight) }
     public mutating func releaseCaches() { input = Tensor(zeros: [0]) }
@@ -54,5 +53,48 @@ public struct PReLU: Layer {
             }
         }
         return inputGradient
+    }
+}
+
+// MARK: - The kind
+
+extension PReLU {
+    /// `prelu` in the manifest (format 2): ONNX PRelu, Core ML activation PReLU.
+    struct Kind: LayerKind {
+        let channels: Int
+
+        var name: String { "prelu" }
+        var minimumFormatVersion: Int { 2 }
+        var parameterShapes: [(name: String, shape: [Int])] { [("weight", [channels])] }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            guard input.shape.count == 3 || input.shape.count == 1 else {
+                throw LayerProblem("it needs a [C, H, W] or [features] input but gets \(input.shape)")
+            }
+            guard channels == input.shape[0] else {
+                throw LayerProblem("it has \(channels) slopes but gets \(input.shape[0]) channels")
+            }
+        }
+
+        func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+        var summary: String { "PReLU \(channels) channels" }
+        var weightsFileAttributes: [WeightsFileAttribute] { [.integers("channels", [channels], scalar: true)] }
+        func makeLayer(using generator: inout SplitMix64) -> any Layer { PReLU(channels: channels) }
+
+        var exportForm: ExportForm? {
+            ExportForm(onnxOperator: "PRelu", coreMLLayer: "activation", coreMLField: 130, coreMLActivation: "PReLU")
+        }
+
+        /// ONNX broadcasts the slopes against [N, C, H, W] as [C, 1, 1], against [N, F] as [F].
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            let slopes = input.parameters["weight", default: []]
+            let dimensions = input.graphShape.count == 3 ? [channels, 1, 1] : [channels]
+            return ExportOperation(
+                form: exportForm!, tensors: [ExportTensor(suffix: "weight", dimensions: dimensions, values: slopes)]
+            ) { activation in
+                // ActivationParams.PReLU (25) { alpha (1): WeightParams }, one slope per channel (axis -3).
+                activation.writeMessage(25) { prelu in prelu.writeMessage(1) { $0.writePackedFloats(1, slopes) } }
+            }
+        }
     }
 }

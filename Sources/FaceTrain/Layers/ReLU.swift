@@ -5,7 +5,6 @@ public struct ReLU: Layer {
     public init() {}
 
     public var specification: LayerSpecification { .relu }
-    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public mutating func releaseCaches() { output = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -19,5 +18,28 @@ public struct ReLU: Layer {
         var gradient = outputGradient
         for index in 0..<gradient.count where output.scalars[index] <= 0 { gradient.scalars[index] = 0 }
         return gradient
+    }
+}
+
+// MARK: - The kind
+
+extension ReLU {
+    /// `relu` in the manifest: ONNX Relu, Core ML activation ReLU.
+    struct Kind: LayerKind {
+        var name: String { "relu" }
+        /// max(0, s·x) = s·max(0, x) for s > 0.
+        var normalizationScale: NormalizationScaleRule { .passes }
+        func check(_ input: LayerInput) throws(LayerProblem) {}
+        func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+        var summary: String { "ReLU" }
+        func makeLayer(using generator: inout SplitMix64) -> any Layer { ReLU() }
+
+        var exportForm: ExportForm? {
+            ExportForm(onnxOperator: "Relu", coreMLLayer: "activation", coreMLField: 130, coreMLActivation: "ReLU")
+        }
+
+        func lowered(_ input: LoweringInput) -> ExportOperation {
+            ExportOperation(form: exportForm!, pendingScale: input.pendingScale) { $0.writeMessage(10) { _ in } }
+        }
     }
 }

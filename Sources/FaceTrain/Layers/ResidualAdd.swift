@@ -15,7 +15,6 @@ public struct ResidualAdd: Layer {
     }
 
     public var specification: LayerSpecification { .add(source: source) }
-    public func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
     public mutating func releaseCaches() { shortcut = Tensor(zeros: [0]) }
 
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
@@ -33,4 +32,41 @@ public struct ResidualAdd: Layer {
 
     /// The gradient passes unchanged to the input (and, through the network, to `source`).
     public mutating func backward(_ outputGradient: Tensor) -> Tensor { outputGradient }
+}
+
+// MARK: - The kind
+
+extension ResidualAdd {
+    /// `add` in the manifest (format 2): ONNX Add and Core ML add, each with two blob inputs.
+    struct Kind: LayerKind {
+        let source: Int
+
+        var name: String { "add" }
+        var minimumFormatVersion: Int { 2 }
+        var shortcutSource: Int? { source }
+
+        func check(_ input: LayerInput) throws(LayerProblem) {
+            guard (0..<input.index).contains(source) else {
+                throw LayerProblem("it adds layer \(source), which is not an earlier layer")
+            }
+            let shortcut = input.earlierShapes[source]
+            guard shortcut == input.shape, input.earlierFlattened[source] == input.isFlattened else {
+                // Equal shapes across a linear layer differ in the exports: [N, C, 1, 1] against [N, F].
+                let across = shortcut == input.shape ? " across a linear layer" : ""
+                throw LayerProblem(
+                    "it adds layer \(source)'s output of shape \(shortcut) to an input of shape "
+                        + "\(input.shape)\(across)")
+            }
+        }
+
+        func outputShape(for inputShape: [Int]) -> [Int] { inputShape }
+        var summary: String { "Add the output of layer \(source)" }
+        var weightsFileAttributes: [WeightsFileAttribute] { [.integers("source", [source], scalar: true)] }
+        func makeLayer(using generator: inout SplitMix64) -> any Layer { ResidualAdd(source: source) }
+
+        var exportForm: ExportForm? { ExportForm(onnxOperator: "Add", coreMLLayer: "add", coreMLField: 230) }
+
+        /// AddLayerParams: the sum of the inputs (its alpha is only added to a single input).
+        func lowered(_ input: LoweringInput) -> ExportOperation { ExportOperation(form: exportForm!) }
+    }
 }

@@ -27,12 +27,9 @@ public struct InputSpecification: Codable, Sendable, Equatable {
 
 /// One layer of a network, as the manifest lists it and the exporters translate it.
 ///
-/// Parameters per kind, in this order and with these names (shapes in brackets):
-/// - conv2D: `weight` [out, in / groups, k, k], `bias` [out]
-/// - batchNorm2D: `weight` (gamma) [c], `bias` (beta) [c], `running_mean` [c], `running_var` [c]
-/// - linear (fully connected): `weight` [out, in], `bias` [out]
-/// - prelu: `weight` (the slopes of the negative side) [c]
-/// - the others have none.
+/// Each case's kind is defined once, beside its layer (`Conv2D.Kind`, … through `layerKind`):
+/// parameter names and shapes, checks, shape inference, FLOPs, weights.h5 attributes, the
+/// manifest summary and the lowering to Core ML and ONNX.
 ///
 /// The network is a list, and a layer reads the output of the layer before it; `add` also reads
 /// the output of an earlier layer, named by its index in the list (the same index that names its
@@ -54,55 +51,48 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     /// Parametric ReLU: y = x for x > 0, else slope[c]·x, one learnt slope per channel.
     case prelu(channels: Int)
 
-    /// Short lowercase kind used in parameter names ("0.conv2d.weight") and HDF5 group names.
-    public var kind: String {
+    /// The definition of this layer's kind: shapes, checks, FLOPs, files and exports (see `LayerKind`).
+    /// The one switch over the cases besides their coding below; a new kind adds a case here.
+    var layerKind: any LayerKind {
         switch self {
-        case .conv2D: "conv2d"
-        case .batchNorm2D: "batchnorm2d"
-        case .relu: "relu"
-        case .maxPool2D: "maxpool2d"
-        case .globalAveragePool: "globalavgpool"
-        case .l2Normalize: "l2normalize"
-        case .linear: "linear"
-        case .dropout: "dropout"
-        case .add: "add"
-        case .prelu: "prelu"
+        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
+            Conv2D.Kind(
+                inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize, stride: stride,
+                padding: padding, groups: groups)
+        case .batchNorm2D(let channels, let epsilon, let momentum):
+            BatchNorm2D.Kind(channels: channels, epsilon: epsilon, momentum: momentum)
+        case .relu: ReLU.Kind()
+        case .maxPool2D(let size, let stride): MaxPool2D.Kind(size: size, stride: stride)
+        case .globalAveragePool: GlobalAveragePool.Kind()
+        case .l2Normalize(let scale): L2Normalize.Kind(scale: scale)
+        case .linear(let inputFeatures, let outputFeatures):
+            Linear.Kind(inputFeatures: inputFeatures, outputFeatures: outputFeatures)
+        case .dropout(let rate): Dropout.Kind(rate: rate)
+        case .add(let source): ResidualAdd.Kind(source: source)
+        case .prelu(let channels): PReLU.Kind(channels: channels)
         }
     }
+
+    /// One layer of every kind, for tables over the kinds (the export checker's).
+    static let everyKind: [LayerSpecification] = [
+        .conv2D(inputChannels: 1, outputChannels: 1, kernelSize: 1, stride: 1, padding: 0),
+        .batchNorm2D(channels: 1, epsilon: 1e-5, momentum: 0.1), .relu, .maxPool2D(size: 2, stride: 2),
+        .globalAveragePool, .l2Normalize(scale: 1), .linear(inputFeatures: 1, outputFeatures: 1), .dropout(rate: 0),
+        .add(source: 0), .prelu(channels: 1),
+    ]
+
+    /// Short lowercase kind used in parameter names ("0.conv2d.weight") and HDF5 group names.
+    public var kind: String { layerKind.name }
 
     /// Names and shapes of the layer's saved tensors, in file order.
-    public var parameterShapes: [(name: String, shape: [Int])] {
-        switch self {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, _, _, let groups):
-            [
-                ("weight", [outputChannels, inputChannels / max(groups, 1), kernelSize, kernelSize]),
-                ("bias", [outputChannels]),
-            ]
-        case .batchNorm2D(let channels, _, _):
-            [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]
-        case .linear(let inputFeatures, let outputFeatures):
-            [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
-        case .prelu(let channels):
-            [("weight", [channels])]
-        case .relu, .maxPool2D, .globalAveragePool, .l2Normalize, .dropout, .add:
-            []
-        }
-    }
+    public var parameterShapes: [(name: String, shape: [Int])] { layerKind.parameterShapes }
 
     /// The earlier layer whose output this one reads besides its input (`add`), if any.
-    public var shortcutSource: Int? {
-        if case .add(let source) = self { source } else { nil }
-    }
+    public var shortcutSource: Int? { layerKind.shortcutSource }
 
     /// The oldest manifest format that can describe this layer: 2 for grouped convolutions,
     /// residual adds and PReLU, which facetrain before format 2 does not know.
-    var minimumFormatVersion: Int {
-        switch self {
-        case .conv2D(_, _, _, _, _, let groups) where groups != 1: 2
-        case .add, .prelu: 2
-        default: 1
-        }
-    }
+    var minimumFormatVersion: Int { layerKind.minimumFormatVersion }
 
     // MARK: - Coding
 

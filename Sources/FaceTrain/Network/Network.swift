@@ -40,29 +40,13 @@ public struct Network: Sendable, CustomStringConvertible {
     /// all drawn from `SplitMix64(seed:)`.
     public init(definition: ModelDefinition, seed: UInt64) throws {
         self.definition = definition
+        // Checked first (`ModelDefinition.checkedLayers`, the check the exporters run too), so no
+        // layer is ever made from sizes that do not fit.
+        let shapes = try definition.layerOutputShapes()
         var generator = SplitMix64(seed: seed)
         layers = []
-        for specification in definition.layers {
-            switch specification {
-            case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
-                layers.append(
-                    Conv2D(
-                        inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: kernelSize,
-                        stride: stride, padding: padding, groups: max(groups, 1), using: &generator))
-            case .batchNorm2D(let channels, let epsilon, let momentum):
-                layers.append(BatchNorm2D(channels: channels, epsilon: epsilon, momentum: momentum))
-            case .relu: layers.append(ReLU())
-            case .maxPool2D(let size, let stride): layers.append(MaxPool2D(size: size, stride: stride))
-            case .globalAveragePool: layers.append(GlobalAveragePool())
-            case .l2Normalize(let scale): layers.append(L2Normalize(scale: scale))
-            case .linear(let inputFeatures, let outputFeatures):
-                layers.append(Linear(inputFeatures: inputFeatures, outputFeatures: outputFeatures, using: &generator))
-            case .dropout(let rate): layers.append(Dropout(rate: rate, generator: generator.split()))
-            case .add(let source): layers.append(ResidualAdd(source: source))
-            case .prelu(let channels): layers.append(PReLU(channels: channels))
-            }
-        }
-        try plan()
+        for specification in definition.layers { layers.append(specification.layerKind.makeLayer(using: &generator)) }
+        plan(shapes: shapes.map { [1] + $0 })
     }
 
     /// A network holding saved weights (from `weights` or a bundle); throws when they do not fit
@@ -388,16 +372,8 @@ public struct Network: Sendable, CustomStringConvertible {
 
     // MARK: - Planning
 
-    /// Checks the layer list against the input shape and groups fusable runs into blocks.
-    private mutating func plan() throws {
-        let input = definition.input
-        var shape = [1, input.channels, input.height, input.width]
-        var shapes: [[Int]] = []
-        for (index, specification) in definition.layers.enumerated() {
-            try Self.check(specification, at: layerNames[index], index: index, inputShape: shape, earlierShapes: shapes)
-            shape = layers[index].outputShape(for: shape)
-            shapes.append(shape)
-        }
+    /// Groups fusable runs into blocks; `shapes` are the layers' output shapes for a batch of 1.
+    private mutating func plan(shapes: [[Int]]) {
         let specs = definition.layers
         // Layers whose outputs a residual add reads: a fused block may end at one, never pass it.
         let read = Set(specs.compactMap(\.shortcutSource))
@@ -439,78 +415,16 @@ public struct Network: Sendable, CustomStringConvertible {
         outputs = stages.map { _ in Buffer<Float>() }
         outputShapes = stages.map { _ in [] }
     }
-
-    private static func check(
-        _ specification: LayerSpecification, at name: String, index: Int, inputShape shape: [Int],
-        earlierShapes: [[Int]]
-    ) throws {
-        func fail(_ reason: String) -> NetworkError { .invalidDefinition(layer: name, reason: reason) }
-        switch specification {
-        case .conv2D(let inputChannels, let outputChannels, let kernelSize, let stride, let padding, let groups):
-            guard shape.count == 4, shape[1] == inputChannels else {
-                throw fail("expects \(inputChannels) input channels, gets shape \(shape.dropFirst())")
-            }
-            guard groups >= 1, inputChannels % groups == 0, outputChannels % groups == 0 else {
-                throw fail(
-                    "has \(groups) groups, which must divide both its \(inputChannels) input and "
-                        + "\(outputChannels) output channels")
-            }
-            guard outputChannels > 0, kernelSize > 0, stride > 0, padding >= 0,
-                shape[2] + 2 * padding >= kernelSize, shape[3] + 2 * padding >= kernelSize
-            else {
-                throw fail("kernel \(kernelSize), stride \(stride), padding \(padding) do not fit \(shape.dropFirst())")
-            }
-        case .batchNorm2D(let channels, let epsilon, let momentum):
-            guard shape.count == 4 || shape.count == 2, shape[1] == channels else {
-                throw fail("expects \(channels) channels, gets \(shape.dropFirst())")
-            }
-            guard epsilon > 0, (0...1).contains(momentum) else { throw fail("needs epsilon > 0 and momentum in 0...1") }
-        case .relu:
-            break
-        case .maxPool2D(let size, let stride):
-            guard shape.count == 4, size > 0, stride > 0, shape[2] >= size, shape[3] >= size else {
-                throw fail("window \(size), stride \(stride) does not fit \(shape.dropFirst())")
-            }
-        case .globalAveragePool:
-            guard shape.count == 4 else { throw fail("expects [C, H, W] input, gets \(shape.dropFirst())") }
-        case .l2Normalize(let scale):
-            guard shape.count == 2 else { throw fail("expects [features] input, gets \(shape.dropFirst())") }
-            guard scale > 0, scale.isFinite else { throw fail("scale \(scale) must be positive") }
-        case .linear(let inputFeatures, let outputFeatures):
-            guard shape.dropFirst().reduce(1, *) == inputFeatures, outputFeatures > 0 else {
-                throw fail("expects \(inputFeatures) input features, gets \(shape.dropFirst().reduce(1, *))")
-            }
-        case .dropout(let rate):
-            guard (0..<1).contains(rate) else { throw fail("rate \(rate) is not in [0, 1)") }
-        case .prelu(let channels):
-            guard shape.count == 4 || shape.count == 2, shape[1] == channels else {
-                throw fail("expects \(channels) channels, gets \(shape.dropFirst())")
-            }
-        case .add(let source):
-            guard (0..<index).contains(source) else {
-                throw fail("adds the output of layer \(source), which is not an earlier layer (0..<\(index))")
-            }
-            guard earlierShapes[source].dropFirst() == shape.dropFirst() else {
-                throw fail(
-                    "adds layer \(source)'s output of shape \(earlierShapes[source].dropFirst()) to an input of shape "
-                        + "\(shape.dropFirst())")
-            }
-        }
-    }
 }
 
 /// Why a network could not be built or loaded.
 public enum NetworkError: Error, CustomStringConvertible, Equatable {
-    case invalidDefinition(layer: String, reason: String)
     case weightsMismatch(String)
     case inputShape(got: [Int], expected: [Int])
     case noEmbedding
 
     public var description: String {
         switch self {
-        case .invalidDefinition(let layer, let reason):
-            "Model definition: layer \(layer) \(reason).\n"
-                + "HINT: check the layer list in the manifest or the architecture."
         case .weightsMismatch(let reason):
             "Weights do not match the model definition: \(reason).\n"
                 + "HINT: the weights come from a different architecture or class list; "

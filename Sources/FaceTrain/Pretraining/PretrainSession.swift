@@ -194,6 +194,8 @@ public final class PretrainSession: @unchecked Sendable {
     public func run(resume: Bool, observer: PretrainObserver?, shouldStop: () -> Bool = { false }) throws(FitError)
         -> PretrainResult
     {
+        // Before the first step: the base this writes must take a classifier head that exports.
+        do { try definition.validate(as: .extractor) } catch { throw .invalidDefinition(error) }
         try lockCheckpoint()
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)
@@ -372,17 +374,10 @@ public final class PretrainSession: @unchecked Sendable {
             trainingCrops: training.count, trainingIdentities: trainingIdentities)
     }
 
-    /// Embedding width: the channels of the extractor's last layer.
+    /// Embedding width: the size of the extractor's output (0 when the definition does not check,
+    /// which `run` refuses before using it).
     static func embeddingFeatures(of definition: ModelDefinition) -> Int {
-        for layer in definition.layers.reversed() {
-            switch layer {
-            case .batchNorm2D(let channels, _, _): return channels
-            case .conv2D(_, let outputChannels, _, _, _, _): return outputChannels
-            case .linear(_, let outputFeatures): return outputFeatures
-            default: continue
-            }
-        }
-        return 0
+        (try? definition.layerOutputShapes())?.last.map { $0.reduce(1, *) } ?? 0
     }
 
     /// Embeddings of cached crops (whole crop resized to the input, no augmentation).

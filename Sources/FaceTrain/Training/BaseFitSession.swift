@@ -69,6 +69,8 @@ public final class BaseFitSession {
         if let index = definition.layers.firstIndex(where: { $0.kind == "l2normalize" }) {
             definition.layers[index] = .l2Normalize(scale: Self.scale)
         }
+        // The base's trunk with this head is what gets exported: check it before training the head.
+        do { try definition.validate(as: .classifier) } catch { throw .invalidDefinition(error) }
         self.definition = definition
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
         cacheURL = cacheDirectory.appendingPathComponent(

@@ -60,6 +60,8 @@ public enum FitError: Error, CustomStringConvertible {
     case checkpointNotWritable(path: String, reason: String)
     case tooFewTrainingCrops(count: Int)
     case noHeldOutUsers(holdout: Double)
+    /// The definition would not train or export (`ModelDefinition.validate`); nothing was trained.
+    case invalidDefinition(ModelDefinitionError)
     case engine(String)
 
     public var description: String {
@@ -102,6 +104,8 @@ public enum FitError: Error, CustomStringConvertible {
                 + "HINT: record more crops per user (about 25 work well)."
         case .tooFewTrainingCrops(let count):
             "only \(count) crops are left for training after the held-out split. HINT: add crops or lower --holdout."
+        case .invalidDefinition(let problem):
+            "nothing was trained: \(problem)"
         case .engine(let message):
             "training failed: \(message)"
         }

@@ -57,6 +57,8 @@ public final class FitSession {
                     width: configuration.width)
             } catch { throw .engine(error.description) }
         }
+        // Before any step: a definition the exporters would refuse must not train for hours first.
+        do { try self.definition.validate(as: .classifier) } catch { throw .invalidDefinition(error) }
         classIndex = Dictionary(uniqueKeysWithValues: dataset.labels.enumerated().map { ($1, $0) })
         key = Self.key(dataset: dataset, configuration: configuration, definition: self.definition)
         checkpointURL = checkpointDirectory.appendingPathComponent("fit-\(key.prefix(16)).checkpoint")

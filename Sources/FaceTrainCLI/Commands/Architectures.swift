@@ -32,8 +32,8 @@ struct Architectures: Command {
     }
 
     func run() throws -> ExitCode {
-        let summaries = ModelDefinition.architectures.map {
-            ArchitectureSummary($0, inputSize: inputSize, width: width, classes: classes)
+        let summaries = try ModelDefinition.architectures.map {
+            try ArchitectureSummary($0, inputSize: inputSize, width: width, classes: classes)
         }
         if json {
             let encoder = JSONEncoder()

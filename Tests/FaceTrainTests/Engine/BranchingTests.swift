@@ -284,7 +284,7 @@ import Testing
             message {
                 $0.layers[9] = .conv2D(
                     inputChannels: 8, outputChannels: 4, kernelSize: 1, stride: 1, padding: 0, groups: 3)
-            }.contains("groups, which must divide"))
+            }.contains("3 groups do not divide 8 -> 4 channels"))
         #expect(message { _ in }.contains("accepted"))
     }
 

@@ -154,7 +154,9 @@ import Testing
     @Test func invalidDefinitionsAreRejected() {
         var definition = TestData.tinyDefinition()
         definition.layers[4] = .conv2D(inputChannels: 5, outputChannels: 6, kernelSize: 3, stride: 1, padding: 1)
-        #expect(throws: NetworkError.self) { try Network(definition: definition, seed: 1) }
+        let problem = ModelDefinitionError.invalidLayer(
+            index: 4, kind: "conv2d", reason: "it expects 5 channels but gets 4")
+        #expect(throws: problem) { try Network(definition: definition, seed: 1) }
     }
 
     @Test func probabilitiesAndEmbeddings() throws {

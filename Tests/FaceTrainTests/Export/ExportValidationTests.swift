@@ -131,7 +131,8 @@ struct ExportValidationTests {
         #expect(
             Self.exportError(TrainedModel.seeded(definition, seed: 1))
                 == .invalidLayer(
-                    layer: "4.add", reason: "it adds layer 2's output, whose shape differs from its input's"))
+                    layer: "4.add",
+                    reason: "it adds layer 2's output of shape [4, 8, 8] to an input of shape [4, 4, 4]"))
 
         definition = Self.smallModel().definition
         definition.layers[0] = .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1, groups: 2)
