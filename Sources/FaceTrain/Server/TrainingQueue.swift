@@ -168,7 +168,7 @@ public final class TrainingQueue: @unchecked Sendable {
                         changed = true
                         break
                     }
-                    condition.wait(until: due)
+                    _ = condition.wait(until: due)  // the loop re-checks the due time either way
                 } else {
                     condition.wait()
                 }
