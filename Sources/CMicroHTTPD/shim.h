@@ -13,28 +13,25 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
     unsigned int flags, const struct sockaddr_in *address, MHD_AccessHandlerCallback handler,
     MHD_RequestCompletedCallback completed, void *context, unsigned int connectionLimit,
     unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate, const char *key) {
+    /* One option list, with the TLS pair only when given (MHD_OPTION_ARRAY: integers in `value`,
+       single pointers in `ptr_value`, a callback and its argument in both). */
+    struct MHD_OptionItem options[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, (void *)address},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, context},
+        {MHD_OPTION_CONNECTION_LIMIT, connectionLimit, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds, NULL},
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)connectionMemoryLimit, NULL},
+        {MHD_OPTION_END, 0, NULL},
+        {MHD_OPTION_END, 0, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     if (certificate != NULL && key != NULL) {
-        return MHD_start_daemon(
-            flags, ntohs(address->sin_port), NULL, NULL, handler, context,
-            MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)address,
-            MHD_OPTION_NOTIFY_COMPLETED, completed, context,
-            MHD_OPTION_CONNECTION_LIMIT, connectionLimit,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit,
-            MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, connectionMemoryLimit,
-            MHD_OPTION_HTTPS_MEM_CERT, certificate,
-            MHD_OPTION_HTTPS_MEM_KEY, key,
-            MHD_OPTION_END);
+        options[6] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
+        options[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
     }
     return MHD_start_daemon(
-        flags, ntohs(address->sin_port), NULL, NULL, handler, context,
-        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)address,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, context,
-        MHD_OPTION_CONNECTION_LIMIT, connectionLimit,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit,
-        MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, connectionMemoryLimit,
-        MHD_OPTION_END);
+        flags, ntohs(address->sin_port), NULL, NULL, handler, context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }
 
 /// The port the daemon listens on (the chosen one when started on port 0), or -1.

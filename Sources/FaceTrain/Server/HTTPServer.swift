@@ -239,9 +239,9 @@ public final class HTTPServer: @unchecked Sendable {
             // First call: the headers are in, the body is not.
             let state = RequestState(method: method, path: url, limits: limits)
             MHD_get_connection_values(
-                connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
+                connection, .HEADER_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             MHD_get_connection_values(
-                connection, .COOKIE_KIND, collectCookie, Unmanaged.passUnretained(state).toOpaque())
+                connection, .COOKIE_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             context.pointee = Unmanaged.passRetained(state).toOpaque()
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")
@@ -335,23 +335,19 @@ private func requestCompleted(
     requestContext.pointee = nil
 }
 
-private func collectHeader(
+/// Collects one request header (lowercased name) or cookie (name as sent) into the request state.
+private func collectValue(
     _ context: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
     _ value: UnsafePointer<CChar>?
 ) -> MHD_Result {
     guard let context, let key else { return .YES }
     let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(context).takeUnretainedValue()
-    state.headers[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
-    return .YES
-}
-
-private func collectCookie(
-    _ context: UnsafeMutableRawPointer?, _ kind: MHD_ValueKind, _ key: UnsafePointer<CChar>?,
-    _ value: UnsafePointer<CChar>?
-) -> MHD_Result {
-    guard let context, let key else { return .YES }
-    let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(context).takeUnretainedValue()
-    state.cookies[String(cString: key)] = value.map { String(cString: $0) } ?? ""
+    let text = value.map { String(cString: $0) } ?? ""
+    if kind == .COOKIE_KIND {
+        state.cookies[String(cString: key)] = text
+    } else {
+        state.headers[String(cString: key).lowercased()] = text
+    }
     return .YES
 }
 
