@@ -102,7 +102,8 @@ public final class BaseFitSession {
             trainingCrops: training.count, heldOutCrops: heldOut.count, classes: labels.count,
             epochs: Self.headEpochs, resumedFrom: nil)
         let (weight, history) = trainHead(
-            samples: training, views: trainingViews, classes: labels, seed: configuration.seed, observer: observer)
+            samples: training, views: trainingViews, classes: labels, seed: configuration.seed, observer: observer,
+            heldOut: (heldOut, Array(views[training.count...])))
         var layerWeights = base.extractor.weights
         for (index, layer) in definition.layers.enumerated().dropFirst(base.extractor.definition.layers.count) {
             let name = definition.layerNames[index]
@@ -164,6 +165,26 @@ public final class BaseFitSession {
         )
     }
 
+    /// Mean cross-entropy and accuracy of the held-out crops whose class the head has, under the
+    /// head's probabilities without margin (what the exported model computes); NaN when none is.
+    static func heldOutScores(
+        _ samples: [FaceSample], views: [[[Float]]], weight: Tensor, classes: [Int], index: [Int: Int]
+    ) -> (loss: Double, accuracy: Double) {
+        let kept = samples.indices.filter { index[samples[$0].label] != nil }
+        guard !kept.isEmpty else { return (.nan, .nan) }
+        let (unit, _) = CosineMarginSoftmax.normalizeRows(weight.scalars, rows: classes.count, columns: weight.shape[1])
+        let rows = probabilities(
+            kept.map { views[$0][0] }, weight: Tensor(shape: weight.shape, scalars: unit))
+        var loss = 0.0
+        var correct = 0
+        for (position, sample) in kept.enumerated() {
+            let truth = index[samples[sample].label]!
+            loss -= log(Double(max(rows[position][truth], 1e-12)))
+            if rows[position].indices.max(by: { rows[position][$0] < rows[position][$1] }) == truth { correct += 1 }
+        }
+        return (loss / Double(kept.count), Double(correct) / Double(kept.count))
+    }
+
     /// Softmax of 16·cos θ against the unit class rows of `weight`, per embedding row.
     static func probabilities(_ rows: [[Float]], weight: Tensor) -> [[Float]] {
         let (classes, features) = (weight.shape[0], weight.shape[1])
@@ -183,8 +204,12 @@ public final class BaseFitSession {
     }
 
     /// A cosine classifier over `classes` trained on the views of `samples`: unit rows [classes, features].
+    /// With `heldOut` (its samples and their views), every epoch's record carries the loss and
+    /// accuracy of the held-out crops (their first view, the crop itself) under the head as it would
+    /// ship; without, both are NaN (the leave-users-out heads, whose records nobody reads).
     func trainHead(
-        samples: [FaceSample], views: [[[Float]]], classes: [Int], seed: UInt64, observer: FitObserver?
+        samples: [FaceSample], views: [[[Float]]], classes: [Int], seed: UInt64, observer: FitObserver?,
+        heldOut: (samples: [FaceSample], views: [[[Float]]])? = nil
     ) -> (weight: Tensor, history: [EpochRecord]) {
         let features = base.manifest.embeddingFeatures
         var generator = SplitMix64(seed: seed)
@@ -231,9 +256,13 @@ public final class BaseFitSession {
                         loss: lossSum / Double(batch + 1))
                 }
             }
+            let (heldOutLoss, heldOutAccuracy) = heldOut.map {
+                Self.heldOutScores(
+                    $0.samples, views: $0.views, weight: head.weight.value, classes: classes, index: index)
+            } ?? (.nan, .nan)
             let record = EpochRecord(
                 epoch: epoch, trainLoss: lossSum / Double(batches), trainAccuracy: correct / Double(batches),
-                heldOutLoss: 0, heldOutAccuracy: 0,
+                heldOutLoss: heldOutLoss, heldOutAccuracy: heldOutAccuracy,
                 learningRate: Double(schedule.learningRate(base: Self.headLearningRate, step: step - 1)),
                 seconds: Date().timeIntervalSince(started))
             history.append(record)

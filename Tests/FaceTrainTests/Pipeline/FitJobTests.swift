@@ -78,6 +78,15 @@ struct FitJobTests {
         #expect(recorder.events.contains("base \(base.manifest.name) head"))
         #expect(recorder.events.last?.hasPrefix("calibrated ") == true)
         #expect(recorder.calibration?["leave_users_out"] != nil, "\(recorder.calibration ?? [:])")
+        // Each epoch of the head reports the held-out crops' real loss and accuracy (not zeros).
+        #expect(recorder.epochs.count == BaseFitSession.headEpochs)
+        for record in recorder.epochs {
+            #expect(record.heldOutLoss.isFinite && record.heldOutLoss > 0, "\(record)")
+            #expect((0...1).contains(record.heldOutAccuracy), "\(record)")
+        }
+        let last = try #require(recorder.epochs.last)
+        #expect(last.heldOutAccuracy > 0.3, "\(last)")
+        #expect(recorder.epochs.first!.heldOutLoss != last.heldOutLoss)
         let verification = BundleVerifier.verify(result.bundle, expectedVersion: 1)
         #expect(verification.isValid, "\(verification.problems)")
         // The job read the crops at the base's input size, whatever the options said.
