@@ -43,8 +43,12 @@ let server: HTTPServer = {
     }
 }()
 
+/// Why the last exchange stopped early: the errno of a failed send or recv, 0 when none failed.
+nonisolated(unsafe) var lastSocketError: Int32 = 0
+
 /// Sends one request on a new connection and returns the whole answer (the server closes it).
 func exchange(_ request: [UInt8]) -> [UInt8] {
+    lastSocketError = 0
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { fatalError("socket: \(String(cString: strerror(errno)))") }
     defer { close(socket) }
@@ -63,8 +67,13 @@ func exchange(_ request: [UInt8]) -> [UInt8] {
     var sent = 0
     while sent < request.count {
         let written = request[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        // libFuzzer's timeout alarm (SIGALRM) interrupts blocking calls; an interrupted call is retried.
+        if written < 0 && errno == EINTR { continue }
         // The server may answer (a refusal) and close before the whole body is in.
-        if written <= 0 { break }
+        if written <= 0 {
+            lastSocketError = errno
+            break
+        }
         sent += written
     }
     // No shutdown(SHUT_WR): libmicrohttpd 0.9 drops a connection whose client half-closes before the
@@ -73,9 +82,11 @@ func exchange(_ request: [UInt8]) -> [UInt8] {
     var buffer = [UInt8](repeating: 0, count: 4096)
     while true {
         let received = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        if received < 0 && errno == EINTR { continue }
         if received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
             fatalError("no answer within 10 s to a request of \(request.count) bytes")
         }
+        if received < 0 { lastSocketError = errno }
         if received <= 0 { break }
         answer += buffer[..<received]
     }
@@ -103,7 +114,8 @@ public func fuzzMultipart(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     guard answer.starts(with: Array("HTTP/1.1 ".utf8)) else {
         fatalError(
             "the server closed the connection without an answer (\(answer.count) bytes back) after "
-                + String(format: "%.1f s", Date().timeIntervalSince(started)))
+                + String(format: "%.1f s", Date().timeIntervalSince(started))
+                + (lastSocketError == 0 ? "" : " (\(String(cString: strerror(lastSocketError))))"))
     }
     return 0
 }
