@@ -23,7 +23,7 @@ BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 32 --seed 1 --name
 # The suites that run a second time with Swift's runtime checks (see `test`).
 CHECKED_TESTS := FaceTrainTests\.(KernelTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
 
-.PHONY: all deps pydeps build release demo serve admin-screenshot test bench bench-enrollment bench-serve quality base lint format clean
+.PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke bench bench-enrollment bench-serve quality base lint format clean
 
 all: build
 
@@ -71,8 +71,23 @@ admin-screenshot: release
 test: deps pydeps
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
 	$(SWIFT) test -c release --skip-build
+	$(MAKE) --no-print-directory fuzz-smoke
 	FACETRAIN_CHECKED=1 $(SWIFT) build -c release --build-tests -Xswiftc -enable-testing --build-path .build/checked
 	FACETRAIN_CHECKED=1 $(SWIFT) test -c release --skip-build --build-path .build/checked --filter "$(CHECKED_TESTS)"
+
+# The libFuzzer targets (Fuzz/README.md): the library built with coverage, ASan and Swift's checks in
+# .build/fuzz, then each target for FUZZ_SECONDS, one after another.
+FUZZ_TARGETS := image manifest metadata multipart
+FUZZ_SECONDS ?= 900
+fuzz: deps
+	bash Fuzz/build.sh
+	for target in $(FUZZ_TARGETS); do bash Fuzz/run.sh $$target $(FUZZ_SECONDS) || exit 1; done
+
+# The same targets linked against the release objects `test` built, 5 s each over their seeds: they still
+# build against the library, and no seed or quick mutation crashes (a smoke test, not a search).
+fuzz-smoke:
+	bash Fuzz/build.sh --smoke
+	for target in $(FUZZ_TARGETS); do FUZZ_BUILD=.build/fuzz-smoke bash Fuzz/run.sh $$target 5 || exit 1; done
 
 # Retrains the builtin base from ../shared (about 20 minutes on 2 cores) and compiles it in.
 base: release

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of Fuzz/Targets and their seed corpora (see Fuzz/README.md).
+#
+#   Fuzz/build.sh           the FaceTrain library built by SwiftPM with coverage instrumentation,
+#                           AddressSanitizer and Swift's checks, in its own folder (.build/fuzz)
+#   Fuzz/build.sh --smoke   no library build: the targets linked against the objects `make test`
+#                           built (.build/release, -enable-testing), into .build/fuzz-smoke
+#
+# Each target is one Swift file linked against the library's objects, with libFuzzer's main.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES="openblas lapacke hdf5 libturbojpeg libpng libcrypto libmicrohttpd"
+if [ "${1:-}" = "--smoke" ]; then
+    BUILD=.build/fuzz-smoke
+    PRODUCTS=.build/release
+    SANITIZERS=fuzzer
+    [ -f "$PRODUCTS/Modules/FaceTrain.swiftmodule" ] || {
+        echo "no $PRODUCTS/FaceTrain: run swift build -c release --build-tests -Xswiftc -enable-testing first" >&2
+        exit 1
+    }
+else
+BUILD=.build/fuzz
+PRODUCTS=$BUILD/release
+SANITIZERS=fuzzer,address
+# FACETRAIN_CHECKED=1 keeps Swift's bounds and overflow checks (-O, not -Ounchecked): an index or size
+# computed from a hostile file then traps instead of going unnoticed. -enable-testing exports the
+# internal readers (UserMetadataReader) to the metadata target.
+FACETRAIN_CHECKED=1 swift build -c release --target FaceTrain --build-path "$BUILD" \
+    -Xswiftc -sanitize="$SANITIZERS" -Xswiftc -enable-testing
+fi
+OUT=$BUILD/targets
+# Importing FaceTrain needs the C modules it was built against: module maps and header paths.
+IMPORTS=(-I "$PRODUCTS/Modules" -Xcc -fmodule-map-file="$PRODUCTS/CBaseModel.build/module.modulemap"
+         -Xcc -I -Xcc Sources/CBaseModel/include)
+for module in Sources/C*/module.modulemap; do IMPORTS+=(-Xcc -fmodule-map-file="$module"); done
+for flag in $(pkg-config --cflags $PACKAGES); do IMPORTS+=(-Xcc "$flag"); done
+LIBRARY_OBJECTS=("$PRODUCTS"/FaceTrain.build/*.o "$PRODUCTS"/CBaseModel.build/*.o)
+# shellcheck disable=SC2046  # pkg-config prints several flags
+LINK=($(pkg-config --libs $PACKAGES) -lstdc++)
+
+link() {  # link OUTPUT SOURCE [extra flags...]
+    local output=$1 source=$2
+    shift 2
+    # ld.gold lists every ASan symbol it cannot export; that noise hides real errors.
+    swiftc -O "${IMPORTS[@]}" "$source" "${LIBRARY_OBJECTS[@]}" "${LINK[@]}" "$@" \
+        -module-name "FuzzTarget_$(basename "$source" .swift)" -o "$output" 2>&1 \
+        | { grep -v "Cannot export local symbol" || true; }
+    test -x "$output"
+}
+
+mkdir -p "$OUT"
+for source in Fuzz/Targets/*.swift; do
+    name=$(basename "$source" .swift)
+    echo "linking $OUT/$name"
+    rm -f "$OUT/$name"
+    link "$OUT/$name" "$source" -parse-as-library -sanitize="$SANITIZERS"
+done
+
+# The seed writer has its own main: it links AddressSanitizer and libFuzzer's runtime without libFuzzer's main.
+echo "writing seeds into $BUILD/seeds"
+rm -f "$OUT/seeds"
+NO_MAIN=$(ls "$(dirname "$(command -v swiftc)")"/../lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a | head -n 1)
+link "$OUT/seeds" Fuzz/seeds.swift -sanitize=address -Xlinker "$NO_MAIN"
+rm -rf "$BUILD/seeds"
+# Globals of top-level code live until exit, which LeakSanitizer would report.
+ASAN_OPTIONS=detect_leaks=0 "$OUT/seeds" "$BUILD/seeds"
+mkdir -p "$BUILD/seeds/manifest"
+for manifest in Tests/Fixtures/*/models/*/manifest.json Tests/Fixtures/*/*/manifest.json; do
+    [ -f "$manifest" ] && cp "$manifest" "$BUILD/seeds/manifest/$(echo "$manifest" | tr / _)"
+done
+ls "$BUILD/seeds"/*
