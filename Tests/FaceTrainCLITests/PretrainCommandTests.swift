@@ -21,12 +21,14 @@ struct PretrainCommandTests {
 
     /// Pretrains a small base at `base` from a fresh 40-identity synthetic corpus (removed after),
     /// its crop cache beside the base.
-    static func tinyBase(at base: URL, epochs: Int, extra: [String] = []) throws -> CLIRunner.Result {
+    /// `named: false` leaves `--name` out, so the base takes pretrain's default name.
+    static func tinyBase(at base: URL, epochs: Int, extra: [String] = [], named: Bool = true) throws -> CLIRunner.Result {
         let corpus = try syntheticCorpus(identities: 40, crops: 4)
         defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         return try CLIRunner.run(
             ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", String(epochs),
-             "--cache", base.deletingLastPathComponent().appendingPathComponent("cache").path] + extra + small)
+             "--cache", base.deletingLastPathComponent().appendingPathComponent("cache").path] + extra
+                + (named ? small : Array(small.dropLast(2))))
     }
 
     static let small = ["--input-size", "32", "--width", "8", "--batch-size", "32", "--name", "test-base"]
@@ -371,10 +373,13 @@ struct PretrainCommandTests {
         let root = data.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: root) }
         let base = root.appendingPathComponent("base")
-        let made = try Self.tinyBase(at: base, epochs: 2, extra: ["--architecture", "mobile-face", "--json"])
+        let made = try Self.tinyBase(
+            at: base, epochs: 2, extra: ["--architecture", "mobile-face", "--json"], named: false)
         try #require(made.status == 0, "\(made.standardError)")
         #expect(Self.epochs(made.standardOutput).count == 2)
         let loaded = try BaseModel.load(from: base)
+        // Without --name, the base is named after its data folder, architecture and width.
+        #expect(loaded.manifest.name == "corpus-mobile-face-8", "\(loaded.manifest.name)")
         #expect(loaded.manifest.architecture == "mobile-face" && loaded.manifest.recipe.architecture == "mobile-face")
         #expect(loaded.extractor.definition.layers.contains { $0.kind == "add" })
         #expect(loaded.extractor.definition == ModelDefinition.extractor(architecture: "mobile-face", inputSize: 32, width: 8))
