@@ -63,6 +63,13 @@ private func stridedDot(_ x: UnsafePointer<Float>, stride: Int, _ y: UnsafePoint
     return total
 }
 
+extension ConvolutionGeometry {
+    /// An unpadded kernel as large as the plane (a global depthwise convolution, GDConv): one
+    /// output per channel, a dot product of the plane with its filter. The padded path would
+    /// compute `pitch` outputs per tap to keep one.
+    var coversWholePlane: Bool { padding == 0 && kernelSize == height && kernelSize == width }
+}
+
 /// Sizes of the zero-padded planes of the stride-1 path.
 private struct PaddedPlane {
     let pitch: Int
@@ -98,6 +105,12 @@ func depthwiseConvolutionForward(
     weight: UnsafePointer<Float>, bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>
 ) {
     let (k, s, p, w) = (g.kernelSize, g.stride, g.padding, g.width)
+    if g.coversWholePlane {
+        for o in 0..<(g.channels * m) {
+            output[o] = bias[o] + dot(weight + o * k * k, image + (o / m) * g.inputPixels, count: k * k)
+        }
+        return
+    }
     if s == 1 {
         let plane = PaddedPlane(g)
         let (oh, ow) = (g.outputHeight, g.outputWidth)
@@ -154,6 +167,17 @@ func depthwiseConvolutionBackward(
 ) {
     let (k, s, p, w) = (g.kernelSize, g.stride, g.padding, g.width)
     let (oh, ow) = (g.outputHeight, g.outputWidth)
+    if g.coversWholePlane {
+        let taps = k * k
+        inputGradient?.update(repeating: 0, count: g.channels * g.inputPixels)
+        for o in 0..<(g.channels * m) {
+            let (plane, gradient) = ((o / m) * g.inputPixels, dy[o])
+            biasGradient[o] += gradient
+            axpy(gradient, image + plane, weightGradient + o * taps, count: taps)
+            if let inputGradient { axpy(gradient, weight + o * taps, inputGradient + plane, count: taps) }
+        }
+        return
+    }
     if s == 1 {
         let plane = PaddedPlane(g)
         // Scratch: the padded input plane, its padded gradient, and dY spread to the plane's pitch.

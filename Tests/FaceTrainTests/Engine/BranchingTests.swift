@@ -18,6 +18,9 @@ import Testing
             (2, 4, 3, 2, 1, [2, 2, 7, 6]),
             (2, 2, 3, 2, 0, [1, 2, 7, 7]),
             (4, 4, 2, 1, 0, [2, 4, 4, 5]),
+            // Kernel as large as the plane (GDConv): the whole-plane path, any stride.
+            (3, 3, 5, 1, 0, [2, 3, 5, 5]),
+            (2, 4, 4, 2, 0, [3, 2, 4, 4]),
         ]
         for (channels, outputs, kernel, stride, padding, shape) in cases {
             let conv = Conv2D(
@@ -28,6 +31,33 @@ import Testing
             let check = GradientCheck(conv, input: TestData.normal(shape, seed: UInt64(channels * 10 + stride)))
             #expect(check.worst < 1e-2, "depthwise \(channels)->\(outputs) k\(kernel) s\(stride) p\(padding): \(check)")
         }
+    }
+
+    /// A global depthwise convolution is, per output channel, the dot product of its filter with
+    /// the input plane (plus bias): checked against that sum written out, for multipliers 1 and 2.
+    @Test(arguments: [1, 2])
+    func globalDepthwiseIsPerChannelDot(multiplier: Int) {
+        var generator = SplitMix64(seed: 31)
+        let (channels, side, batch) = (3, 4, 2)
+        var conv = Conv2D(
+            inputChannels: channels, outputChannels: channels * multiplier, kernelSize: side, stride: 1, padding: 0,
+            groups: channels, using: &generator)
+        conv.bias.value = TestData.normal([channels * multiplier], seed: 32)
+        let input = TestData.normal([batch, channels, side, side], seed: 33)
+        let output = conv.forward(input, mode: .training)
+        #expect(output.shape == [batch, channels * multiplier, 1, 1])
+        var expected: [Double] = []
+        for image in 0..<batch {
+            for o in 0..<(channels * multiplier) {
+                var total = Double(conv.bias.value.scalars[o])
+                for tap in 0..<(side * side) {
+                    let x = input.scalars[(image * channels + o / multiplier) * side * side + tap]
+                    total += Double(conv.weight.value.scalars[o * side * side + tap]) * Double(x)
+                }
+                expected.append(total)
+            }
+        }
+        #expect(GradientCheck.relativeError(output.scalars, expected) < 1e-5)
     }
 
     @Test func groupedGradients() {
