@@ -131,8 +131,10 @@ public final class BaseFitSession {
         let folds = min(Self.folds, users.count)
         var leftOut: [Prediction] = []
         if folds >= 2 {
-            for fold in 0..<folds {
-                if shouldStop() { throw .interruptedHead(cache: cacheURL.path) }
+            // The folds are independent heads with their own seeds: trained side by side, one per
+            // core (a head's own batches are too small to keep two cores busy), gathered in fold order.
+            let foldPredictions = Parallel.map(folds) { fold -> [Prediction]? in
+                if shouldStop() { return nil }
                 let foldUsers = Set(order.enumerated().filter { $0.offset % folds == fold }.map(\.element))
                 let keptClasses = labels.filter { !foldUsers.contains($0) }
                 let keep = training.indices.filter { !foldUsers.contains(training[$0].label) }
@@ -143,11 +145,15 @@ public final class BaseFitSession {
                 let rows = probes.map { views[$0][0] }
                 let probabilities = Self.probabilities(rows, weight: foldWeight)
                 let columns = keptClasses.map { label in labels.firstIndex(of: label)! }
-                for (position, probe) in probes.enumerated() {
+                return probes.enumerated().map { position, probe in
                     var full = [Float](repeating: 0, count: labels.count)
                     for (column, value) in zip(columns, probabilities[position]) { full[column] = value }
-                    leftOut.append(Prediction(path: all[probe].path, trueLabel: "2", probabilities: full))
+                    return Prediction(path: all[probe].path, trueLabel: "2", probabilities: full)
                 }
+            }
+            for predictions in foldPredictions {
+                guard let predictions else { throw .interruptedHead(cache: cacheURL.path) }
+                leftOut += predictions
             }
         }
         var sources = ["leave_users_out": leftOut]
