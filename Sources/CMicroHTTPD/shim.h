@@ -10,11 +10,12 @@
 /// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection; with
 /// MHD_USE_TLS in `flags`, `certificate` and `key` are the PEM texts (else both NULL).
 static inline struct MHD_Daemon *cmhd_start_daemon(
-    unsigned int flags, const struct sockaddr_in *address, MHD_AccessHandlerCallback handler,
+    unsigned int flags, const struct sockaddr *address, unsigned short port, MHD_AccessHandlerCallback handler,
     MHD_RequestCompletedCallback completed, void *context, unsigned int connectionLimit,
     unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate, const char *key) {
     /* One option list, with the TLS pair only when given (MHD_OPTION_ARRAY: integers in `value`,
-       single pointers in `ptr_value`, a callback and its argument in both). */
+       single pointers in `ptr_value`, a callback and its argument in both). `address` is a
+       sockaddr_in, or a sockaddr_in6 when `flags` has MHD_USE_IPv6. */
     struct MHD_OptionItem options[] = {
         {MHD_OPTION_SOCK_ADDR, 0, (void *)address},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, context},
@@ -30,8 +31,7 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
         options[6] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
         options[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
     }
-    return MHD_start_daemon(
-        flags, ntohs(address->sin_port), NULL, NULL, handler, context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+    return MHD_start_daemon(flags, port, NULL, NULL, handler, context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }
 
 /// The port the daemon listens on (the chosen one when started on port 0), or -1.

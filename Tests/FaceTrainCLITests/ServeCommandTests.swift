@@ -16,14 +16,18 @@ struct ServeCommandTests {
         /// The CA file curl trusts when the server speaks HTTPS.
         let certificateAuthority: URL?
 
-        var origin: String { "\(certificateAuthority == nil ? "http" : "https")://127.0.0.1:\(port)" }
+        let host: String
+        var origin: String {
+            "\(certificateAuthority == nil ? "http" : "https")://\(ServerConfiguration.urlHost(host)):\(port)"
+        }
 
         /// Trainings after a quiet period are off unless `extra` asks for them, so tests count jobs exactly.
         init(
             data: URL, models: URL, token: String? = ServeCommandTests.token, extra: [String] = [],
-            pauseAt: String? = nil, certificateAuthority: URL? = nil
+            pauseAt: String? = nil, certificateAuthority: URL? = nil, host: String = "127.0.0.1"
         ) throws {
-            var arguments = ["serve", "--data", data.path, "--models", models.path, "--listen", "127.0.0.1:0"] + extra
+            let listen = "\(ServerConfiguration.urlHost(host)):0"
+            var arguments = ["serve", "--data", data.path, "--models", models.path, "--listen", listen] + extra
             if !extra.contains("--train-after") { arguments += ["--train-after", "off"] }
             if let token {
                 let file = models.deletingLastPathComponent().appendingPathComponent("token-\(UUID().uuidString)")
@@ -35,9 +39,11 @@ struct ServeCommandTests {
             process = try CLIRunner.Background(arguments, environment: environment)
             self.token = token
             self.certificateAuthority = certificateAuthority
+            self.host = host
+            let announced = "://\(ServerConfiguration.urlHost(host)):"
             guard process.waitFor("listening on ", timeout: 60),
-                let match = process.standardError.firstMatch(of: /listening on https?:\/\/127\.0\.0\.1:(\d+)/),
-                let port = Int(match.1)
+                let range = process.standardError.range(of: announced),
+                let port = Int(process.standardError[range.upperBound...].prefix(while: \.isNumber))
             else {
                 process.kill()
                 throw TestFailure("the server did not start: \(process.standardError)")
@@ -54,7 +60,8 @@ struct ServeCommandTests {
             defer { try? FileManager.default.removeItem(at: scratch) }
             let bodyURL = scratch.appendingPathComponent("body")
             let headersURL = scratch.appendingPathComponent("headers")
-            var all = ["-sS", "-X", method, "-o", bodyURL.path, "-D", headersURL.path, "-w", "%{http_code}"]
+            // -g: the brackets of an IPv6 origin are not a curl glob.
+            var all = ["-sS", "-g", "-X", method, "-o", bodyURL.path, "-D", headersURL.path, "-w", "%{http_code}"]
             if authorized, let token { all += ["-H", "Authorization: Bearer \(token)"] }
             if let certificateAuthority { all += ["--cacert", certificateAuthority.path] }
             all += arguments + [origin + path]
@@ -242,6 +249,22 @@ struct ServeCommandTests {
         // Reads of the model stay open.
         #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)
         #expect(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").status == 201)
+    }
+
+    /// `--listen [::1]:0`: the same API over IPv6 loopback, announced with a bracketed URL.
+    @Test func servesOverIPv6Loopback() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models, host: "::1")
+        defer { server.kill() }
+        #expect(server.process.standardError.contains("http://[::1]:\(server.port)"))
+        #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
+        #expect(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").status == 201)
+        #expect(try server.json("GET", "/v1/users", authorized: false).status == 401)
+        let open = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--listen", "[::]:0"])
+        #expect(open.status == 64 && open.standardError.contains("--token-file"), "\(open.standardError)")
+        let unbracketed = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--listen", "::1:0"])
+        #expect(unbracketed.status == 64 && unbracketed.standardError.contains("[::1]:8080"))
     }
 
     @Test func nonLoopbackNeedsATokenAndInsecureHTTP() throws {

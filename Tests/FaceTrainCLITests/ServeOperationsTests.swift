@@ -548,5 +548,25 @@ extension ServeCommandTests {
         #expect(configuration.refusal() == nil)
         configuration.token = nil
         #expect(configuration.refusal()?.contains("--token-file") == true)
+        // IPv6: only ::1 (and IPv4 loopback mapped into IPv6) counts as loopback.
+        for host in ["::", "2001:db8::1", "fe80::1", "::ffff:192.0.2.1"] {
+            configuration.host = host
+            #expect(configuration.refusal()?.contains("--token-file") == true, "\(host)")
+        }
+        for host in ["::1", "::ffff:127.0.0.1", "127.0.0.1", "127.1.2.3"] {
+            configuration.host = host
+            #expect(configuration.refusal() == nil, "\(host)")
+        }
+    }
+
+    @Test func listenAddressesParse() {
+        #expect(ServerConfiguration.parseListen("127.0.0.1:8080")! == ("127.0.0.1", 8080))
+        #expect(ServerConfiguration.parseListen("[::1]:0")! == ("::1", 0))
+        #expect(ServerConfiguration.parseListen("[2001:db8::7]:443")! == ("2001:db8::7", 443))
+        for bad in ["::1:8080", "[::1]", "localhost:8080", "127.0.0.1", "127.0.0.1:70000", "[127.0.0.1]:80", "[::g]:80"] {
+            #expect(ServerConfiguration.parseListen(bad) == nil, "\(bad)")
+        }
+        #expect(ServerConfiguration.urlHost("::1") == "[::1]")
+        #expect(ServerConfiguration.urlHost("127.0.0.1") == "127.0.0.1")
     }
 }

@@ -33,17 +33,33 @@ public struct ServerConfiguration: Sendable {
         self.fitJob = fitJob
     }
 
-    /// A dotted IPv4 address.
-    public static func isIPv4(_ host: String) -> Bool {
+    /// `host:port` with a dotted IPv4 host, or `[host]:port` with an IPv6 one; nil otherwise.
+    public static func parseListen(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            var address = in6_addr()
+            return inet_pton(AF_INET6, host, &address) == 1 ? (host, port) : nil
+        }
         var address = in_addr()
-        return inet_pton(AF_INET, host, &address) == 1
+        return inet_pton(AF_INET, host, &address) == 1 ? (host, port) : nil
     }
 
-    /// 127.0.0.0/8.
+    /// The host as it goes into a URL: IPv6 addresses in brackets.
+    public static func urlHost(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+    /// 127.0.0.0/8, ::1, and 127.0.0.0/8 mapped into IPv6 (::ffff:127.x.y.z).
     public static func isLoopback(_ host: String) -> Bool {
         var address = in_addr()
-        guard inet_pton(AF_INET, host, &address) == 1 else { return false }
-        return UInt32(bigEndian: address.s_addr) >> 24 == 127
+        if inet_pton(AF_INET, host, &address) == 1 { return UInt32(bigEndian: address.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
+        return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
     }
 
     /// Why this configuration must not start, or nil.

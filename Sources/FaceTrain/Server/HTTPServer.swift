@@ -79,6 +79,42 @@ public struct HTTPServerError: Error, CustomStringConvertible {
     public var description: String
 }
 
+/// An IPv4 or IPv6 socket address to listen on (IPv6 listens on IPv6 only, not dual stack).
+struct SocketAddress {
+    private enum Storage {
+        case v4(sockaddr_in)
+        case v6(sockaddr_in6)
+    }
+    private let storage: Storage
+
+    /// Nil when `host` is neither a dotted IPv4 address nor an IPv6 one (without brackets).
+    init?(host: String, port: Int) {
+        var v4 = sockaddr_in()
+        if inet_pton(AF_INET, host, &v4.sin_addr) == 1 {
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = in_port_t(UInt16(port)).bigEndian
+            storage = .v4(v4)
+            return
+        }
+        var v6 = sockaddr_in6()
+        guard inet_pton(AF_INET6, host, &v6.sin6_addr) == 1 else { return nil }
+        v6.sin6_family = sa_family_t(AF_INET6)
+        v6.sin6_port = in_port_t(UInt16(port)).bigEndian
+        storage = .v6(v6)
+    }
+
+    var isIPv6: Bool { if case .v6 = storage { true } else { false } }
+
+    func withPointer<T>(_ body: (UnsafePointer<sockaddr>) -> T) -> T {
+        switch storage {
+        case .v4(var address):
+            withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+        case .v6(var address):
+            withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+        }
+    }
+}
+
 /// The HTTP adapter: libmicrohttpd parses requests (headers, chunked bodies, multipart forms) on
 /// one thread per connection and hands each complete request to `handler`.
 public final class HTTPServer: @unchecked Sendable {
@@ -95,7 +131,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// The port it listens on (the one the kernel chose when asked for port 0).
     public private(set) var port = 0
 
-    /// Starts listening on an IPv4 `host` and `port` (0: any free port), over HTTPS when `tls` is given.
+    /// Starts listening on an IPv4 or IPv6 `host` and `port` (0: any free port), over HTTPS when `tls` is given.
     public init(
         host: String, port: Int, limits: HTTPLimits, tls: TLSCredentials? = nil, urlEncodedFormPaths: Set<String> = [],
         handler: @escaping Handler
@@ -103,15 +139,14 @@ public final class HTTPServer: @unchecked Sendable {
         self.handler = handler
         self.limits = limits
         self.urlEncodedFormPaths = urlEncodedFormPaths
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port)).bigEndian
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
-            throw HTTPServerError(description: "\(host) is not an IPv4 address (IPv6 is not supported yet)")
+        guard let address = SocketAddress(host: host, port: port) else {
+            throw HTTPServerError(
+                description: "\(host) is neither an IPv4 address (127.0.0.1) nor an IPv6 one (::1)")
         }
         var flags =
             MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue
             | MHD_USE_AUTO.rawValue | MHD_USE_ERROR_LOG.rawValue
+        if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         var certificate: UnsafeMutablePointer<CChar>?
         var key: UnsafeMutablePointer<CChar>?
         if let tls {
@@ -126,9 +161,11 @@ public final class HTTPServer: @unchecked Sendable {
             pemCopies = [certificate, key].compactMap { $0 }
         }
         // Connection memory holds headers and the post processor's buffer, not bodies (we copy those).
-        daemon = cmhd_start_daemon(
-            UInt32(flags), &address, accessHandler, requestCompleted, Unmanaged.passUnretained(self).toOpaque(),
+        daemon = address.withPointer { socketAddress in
+            cmhd_start_daemon(
+            UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted, Unmanaged.passUnretained(self).toOpaque(),
             UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
+        }
         guard let daemon else {
             if tls != nil {
                 throw HTTPServerError(

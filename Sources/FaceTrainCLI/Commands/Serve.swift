@@ -10,7 +10,7 @@ struct Serve: Command {
             .required("data", "dir", "Data folder the server owns (users/<id>/ crops and users.json, as fit reads)."),
             .required("models", "dir", "Models folder: bundles, latest.json and the training queue (.jobs/)."),
             .option(
-                "listen", "host:port", "IPv4 address and port; port 0 picks a free one.", default: "127.0.0.1:8080"),
+                "listen", "host:port", "Address and port (IPv6 in brackets: [::1]:8080); port 0 picks a free one.", default: "127.0.0.1:8080"),
             .option("token-file", "file", "File holding the bearer token every write route needs."),
             .option("cert", "file", "PEM certificate (chain) to serve HTTPS with; needs --key."),
             .option("key", "file", "PEM private key of --cert."),
@@ -48,10 +48,9 @@ struct Serve: Command {
             throw UsageError(message: "--models \(models.path) is inside --data \(data.path); put it elsewhere")
         }
         let listen: String = try arguments.required("listen")
-        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
-            (0...65535).contains(port), ServerConfiguration.isIPv4(String(listen[..<colon]))
-        else {
-            throw UsageError(message: "--listen must be an IPv4 address and a port, e.g. 127.0.0.1:8080 (port 0: any)")
+        guard let (host, port) = ServerConfiguration.parseListen(listen) else {
+            throw UsageError(
+                message: "--listen must be an address and a port: 127.0.0.1:8080, or [::1]:8080 for IPv6 (port 0: any)")
         }
         var token: String?
         if let file = arguments.string("token-file") {
@@ -78,7 +77,7 @@ struct Serve: Command {
         let fitJob = FitJob(
             data: data, models: models, configuration: fitConfiguration, loadOptions: loadOptions, base: base)
         var configuration = ServerConfiguration(data: data, models: models, fitJob: fitJob)
-        configuration.host = String(listen[..<colon])
+        configuration.host = host
         configuration.port = port
         configuration.token = token
         configuration.insecureHTTP = arguments.flag("insecure-http")
@@ -162,7 +161,7 @@ struct Serve: Command {
     func run() throws -> ExitCode {
         installInterruptHandler()
         let server = try FaceServer(configuration: configuration)
-        let address = "\(configuration.tls == nil ? "http" : "https")://\(configuration.host):\(server.port)"
+        let address = "\(configuration.tls == nil ? "http" : "https")://\(ServerConfiguration.urlHost(configuration.host)):\(server.port)"
         printError(
             "facetrain serve: listening on \(address) (data \(configuration.data.path), models "
                 + "\(configuration.models.path)); Ctrl-C stops")
