@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `make bench-serve`: GET /v1/model requests per second and latency percentiles of a throwaway
 # server on 127.0.0.1, idle and while a training runs, then UPLOADERS (default 20) people uploading
-# 25 crops each at once. Bounded: REQUESTS per phase (default 3000), CONCURRENCY parallel connections
-# (default 8), TIME_LIMIT seconds per phase (default 30). It is a benchmark, not a test: the numbers
-# depend on the machine and on what else runs on it.
+# 25 crops each at once; before them, the enrollment latency of one more person (upload answered ->
+# a published model that lists them). BASE (default builtin; `none`: every training from scratch, a
+# long one) is the server's --base. Bounded: REQUESTS per phase (default 3000), CONCURRENCY parallel
+# connections (default 8), TIME_LIMIT seconds per phase (default 30). It is a benchmark, not a test:
+# the numbers depend on the machine and on what else runs on it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.build/release/facetrain}
@@ -11,18 +13,19 @@ REQUESTS=${REQUESTS:-3000}
 CONCURRENCY=${CONCURRENCY:-8}
 TIME_LIMIT=${TIME_LIMIT:-30}
 UPLOADERS=${UPLOADERS:-20}
+BASE=${BASE:-builtin}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/facetrain-bench-serve-XXXXXX")
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# Users 3..22 are enrolled first; the next UPLOADERS upload at once later.
-"$BIN" synth --out "$WORK/synth" --users $((20 + UPLOADERS)) --per-user 25 --seed 9 > /dev/null
+# Users 3..22 are enrolled first; the next UPLOADERS upload at once later; the last one enrolls alone.
+"$BIN" synth --out "$WORK/synth" --users $((21 + UPLOADERS)) --per-user 25 --seed 9 > /dev/null
 mkdir "$WORK/data" && cp -r "$WORK/synth/1" "$WORK/synth/2" "$WORK/data/"
 openssl rand -hex 24 > "$WORK/token"
 AUTH="Authorization: Bearer $(cat "$WORK/token")"
 "$BIN" serve --data "$WORK/data" --models "$WORK/models" --listen 127.0.0.1:0 --token-file "$WORK/token" \
-    --train-after off 2> "$WORK/serve.log" &
+    --base "$BASE" --train-after off 2> "$WORK/serve.log" &
 server=$!
 for _ in $(seq 100); do grep -q "listening on" "$WORK/serve.log" && break; sleep 0.1; done
 API=$(grep -o 'http://127.0.0.1:[0-9]*' "$WORK/serve.log" | head -n 1)
@@ -84,6 +87,35 @@ record = json.load(sys.stdin)["record"]
 start, end = (datetime.datetime.fromisoformat(record[key].replace("Z", "+00:00")) for key in ("startedAt", "finishedAt"))
 job, state = record["job"], record["state"]
 print(f"(training job {job}: {state} in {(end - start).total_seconds():.0f} s, to the second; the phase took {float(sys.argv[1]):.1f} s)")' "$seconds"
+# Enrollment latency: one more person registers and uploads 25 crops in one request; a training is
+# asked for at once; from the upload's answer to the published model (GET /v1/model) that lists them.
+late=$((23 + UPLOADERS))
+id=$(curl -sS -H "$AUTH" -d '{"name": "Late person"}' "$API/v1/users" | json '["id"]')
+files=()
+for crop in "$WORK/synth/$late"/*.jpg; do files+=(-F "photos=@$crop"); done
+curl -sS -o /dev/null -H "$AUTH" "${files[@]}" "$API/v1/users/$id/photos"
+start=$(python3 -c 'import time; print(time.time())')
+job=$(curl -sS -H "$AUTH" -X POST "$API/v1/training" | json '["job"]')
+wait_for "$job"
+seconds=$(elapsed "$start")
+curl -sS -H "$AUTH" "$API/v1/training/$job" > "$WORK/late-job.json"
+curl -sS "$API/v1/model" > "$WORK/late-model.json" || true
+python3 - "$WORK" "$id" "$seconds" "$BASE" <<'PY'
+import json, sys
+work, id, seconds, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+record = json.load(open(f"{work}/late-job.json"))["record"]
+try:
+    model = json.load(open(f"{work}/late-model.json"))
+except ValueError:
+    model = {}
+known = any(user.get("id") == id for user in model.get("users", []))
+if record["state"] == "succeeded" and known:
+    print(f"(enrollment latency, --base {base}: {seconds:.1f} s from the upload's answer to a published model "
+          f"that lists the new person, version {model.get('version')}, {len(model.get('users', []))} users)")
+else:
+    print(f"(enrollment latency, --base {base}: not reached: training {record['state']}, "
+          f"{record.get('reason') or record.get('error') or 'the published model does not list the new person'})")
+PY
 # UPLOADERS people register, then all upload their 25 crops at the same moment.
 ids=()
 for user in $(seq 23 $((22 + UPLOADERS))); do

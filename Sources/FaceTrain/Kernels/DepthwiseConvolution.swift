@@ -99,6 +99,114 @@ private func axpy(_ a: Float, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePoint
     addScaled(x, stride: 1, a, to: y, count: count)
 }
 
+// 3x3 kernels at stride 1 (every depthwise layer of mobile-face): the nine taps are summed in
+// registers, one load per tap and one store per 8 outputs, instead of nine passes over the plane.
+
+/// The nine flat shifts of a 3x3 kernel over a plane of pitch `pitch`, in tap order.
+@inline(__always)
+private func shifts3x3(_ pitch: Int) -> (Int, Int, Int, Int, Int, Int, Int, Int, Int) {
+    (0, 1, 2, pitch, pitch + 1, pitch + 2, 2 * pitch, 2 * pitch + 1, 2 * pitch + 2)
+}
+
+/// `sums[i] = Σ_tap weights[tap] · padded[i + shift(tap)]` for `i < count`.
+@inline(__always)
+private func filter3x3(
+    _ padded: UnsafePointer<Float>, pitch: Int, weights w: UnsafePointer<Float>,
+    into sums: UnsafeMutablePointer<Float>, count: Int
+) {
+    let s = shifts3x3(pitch)
+    let x = UnsafeRawPointer(padded)
+    @inline(__always) func at(_ i: Int, _ shift: Int) -> SIMD8<Float> {
+        x.loadUnaligned(fromByteOffset: (i + shift) * 4, as: SIMD8<Float>.self)
+    }
+    let (w0, w1, w2) = (SIMD8(repeating: w[0]), SIMD8(repeating: w[1]), SIMD8(repeating: w[2]))
+    let (w3, w4, w5) = (SIMD8(repeating: w[3]), SIMD8(repeating: w[4]), SIMD8(repeating: w[5]))
+    let (w6, w7, w8) = (SIMD8(repeating: w[6]), SIMD8(repeating: w[7]), SIMD8(repeating: w[8]))
+    var i = 0
+    while i + 8 <= count {
+        var total = w0 * at(i, s.0) + w1 * at(i, s.1) + w2 * at(i, s.2)
+        total += w3 * at(i, s.3) + w4 * at(i, s.4) + w5 * at(i, s.5)
+        total += w6 * at(i, s.6) + w7 * at(i, s.7) + w8 * at(i, s.8)
+        UnsafeMutableRawPointer(sums).storeBytes(of: total, toByteOffset: i * 4, as: SIMD8<Float>.self)
+        i += 8
+    }
+    let shifts = [s.0, s.1, s.2, s.3, s.4, s.5, s.6, s.7, s.8]
+    while i < count {
+        var total: Float = 0
+        for tap in 0..<9 { total += w[tap] * padded[i + shifts[tap]] }
+        sums[i] = total
+        i += 1
+    }
+}
+
+/// `weightGradient[tap] += Σ_i spread[i] · padded[i + shift(tap)]` for the nine taps, in one pass.
+@inline(__always)
+private func correlate3x3(
+    _ spread: UnsafePointer<Float>, _ padded: UnsafePointer<Float>, pitch: Int, count: Int,
+    into weightGradient: UnsafeMutablePointer<Float>
+) {
+    let s = shifts3x3(pitch)
+    let (x, d) = (UnsafeRawPointer(padded), UnsafeRawPointer(spread))
+    @inline(__always) func at(_ i: Int, _ shift: Int) -> SIMD8<Float> {
+        x.loadUnaligned(fromByteOffset: (i + shift) * 4, as: SIMD8<Float>.self)
+    }
+    var (a0, a1, a2, a3, a4) = (SIMD8<Float>(), SIMD8<Float>(), SIMD8<Float>(), SIMD8<Float>(), SIMD8<Float>())
+    var (a5, a6, a7, a8) = (SIMD8<Float>(), SIMD8<Float>(), SIMD8<Float>(), SIMD8<Float>())
+    var i = 0
+    while i + 8 <= count {
+        let g = d.loadUnaligned(fromByteOffset: i * 4, as: SIMD8<Float>.self)
+        a0 += g * at(i, s.0)
+        a1 += g * at(i, s.1)
+        a2 += g * at(i, s.2)
+        a3 += g * at(i, s.3)
+        a4 += g * at(i, s.4)
+        a5 += g * at(i, s.5)
+        a6 += g * at(i, s.6)
+        a7 += g * at(i, s.7)
+        a8 += g * at(i, s.8)
+        i += 8
+    }
+    var totals = [a0.sum(), a1.sum(), a2.sum(), a3.sum(), a4.sum(), a5.sum(), a6.sum(), a7.sum(), a8.sum()]
+    let shifts = [s.0, s.1, s.2, s.3, s.4, s.5, s.6, s.7, s.8]
+    while i < count {
+        for tap in 0..<9 { totals[tap] += spread[i] * padded[i + shifts[tap]] }
+        i += 1
+    }
+    for tap in 0..<9 { weightGradient[tap] += totals[tap] }
+}
+
+/// `paddedGradient[j] += Σ_tap weights[tap] · spread[j - shift(tap)]` for `j < count`: the
+/// adjoint of `filter3x3`, gathered (`spread` must be readable 2·pitch + 2 values before its start).
+@inline(__always)
+private func filterBack3x3(
+    _ spread: UnsafePointer<Float>, pitch: Int, weights w: UnsafePointer<Float>,
+    adding paddedGradient: UnsafeMutablePointer<Float>, count: Int
+) {
+    let s = shifts3x3(pitch)
+    let d = UnsafeRawPointer(spread)
+    @inline(__always) func at(_ j: Int, _ shift: Int) -> SIMD8<Float> {
+        d.loadUnaligned(fromByteOffset: (j - shift) * 4, as: SIMD8<Float>.self)
+    }
+    let (w0, w1, w2) = (SIMD8(repeating: w[0]), SIMD8(repeating: w[1]), SIMD8(repeating: w[2]))
+    let (w3, w4, w5) = (SIMD8(repeating: w[3]), SIMD8(repeating: w[4]), SIMD8(repeating: w[5]))
+    let (w6, w7, w8) = (SIMD8(repeating: w[6]), SIMD8(repeating: w[7]), SIMD8(repeating: w[8]))
+    let target = UnsafeMutableRawPointer(paddedGradient)
+    var j = 0
+    while j + 8 <= count {
+        var total = target.loadUnaligned(fromByteOffset: j * 4, as: SIMD8<Float>.self)
+        total += w0 * at(j, s.0) + w1 * at(j, s.1) + w2 * at(j, s.2)
+        total += w3 * at(j, s.3) + w4 * at(j, s.4) + w5 * at(j, s.5)
+        total += w6 * at(j, s.6) + w7 * at(j, s.7) + w8 * at(j, s.8)
+        target.storeBytes(of: total, toByteOffset: j * 4, as: SIMD8<Float>.self)
+        j += 8
+    }
+    let shifts = [s.0, s.1, s.2, s.3, s.4, s.5, s.6, s.7, s.8]
+    while j < count {
+        for tap in 0..<9 { paddedGradient[j] += w[tap] * spread[j - shifts[tap]] }
+        j += 1
+    }
+}
+
 /// `output[o] = bias[o] + Σ_taps weight[o, tap] · shifted input channel o / m`.
 func depthwiseConvolutionForward(
     image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, multiplier m: Int,
@@ -119,10 +227,16 @@ func depthwiseConvolutionForward(
             for c in 0..<g.channels {
                 plane.fill(padded, from: image + c * g.inputPixels, g)
                 for o in (c * m)..<((c + 1) * m) {
-                    sums.update(repeating: 0, count: plane.rows)
-                    for ky in 0..<k {
-                        for kx in 0..<k {
-                            axpy(weight[(o * k + ky) * k + kx], padded + ky * plane.pitch + kx, sums, count: plane.rows)
+                    if k == 3 {
+                        filter3x3(padded, pitch: plane.pitch, weights: weight + o * 9, into: sums, count: plane.rows)
+                    } else {
+                        sums.update(repeating: 0, count: plane.rows)
+                        for ky in 0..<k {
+                            for kx in 0..<k {
+                                axpy(
+                                    weight[(o * k + ky) * k + kx], padded + ky * plane.pitch + kx, sums,
+                                    count: plane.rows)
+                            }
                         }
                     }
                     let out = output + o * oh * ow
@@ -180,18 +294,32 @@ func depthwiseConvolutionBackward(
     }
     if s == 1 {
         let plane = PaddedPlane(g)
-        // Scratch: the padded input plane, its padded gradient, and dY spread to the plane's pitch.
-        withUnsafeTemporaryAllocation(of: Float.self, capacity: 2 * plane.count + plane.rows) { scratch in
+        // Scratch: the padded input plane, its padded gradient, and dY spread to the plane's pitch
+        // (behind `margin` zeros, so the 3x3 path can read it shifted back by any tap).
+        let margin = (k - 1) * (plane.pitch + 1)
+        let spreadCount = margin + plane.count + 8
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: 2 * plane.count + spreadCount) { scratch in
             let (padded, paddedGradient) = (scratch.baseAddress!, scratch.baseAddress! + plane.count)
-            let spread = paddedGradient + plane.count
+            let spreadBase = paddedGradient + plane.count
+            let spread = spreadBase + margin
+            spreadBase.update(repeating: 0, count: spreadCount)
             for c in 0..<g.channels {
                 plane.fill(padded, from: image + c * g.inputPixels, g)
                 paddedGradient.update(repeating: 0, count: plane.count)
                 for o in (c * m)..<((c + 1) * m) {
                     let dyPlane = dy + o * oh * ow
                     biasGradient[o] += sum(dyPlane, count: oh * ow)
-                    spread.update(repeating: 0, count: plane.rows)
+                    // Columns ow..<pitch of each row stay zero from the first fill.
                     for oy in 0..<oh { (spread + oy * plane.pitch).update(from: dyPlane + oy * ow, count: ow) }
+                    if k == 3 {
+                        correlate3x3(spread, padded, pitch: plane.pitch, count: plane.rows, into: weightGradient + o * 9)
+                        if inputGradient != nil {
+                            filterBack3x3(
+                                spread, pitch: plane.pitch, weights: weight + o * 9, adding: paddedGradient,
+                                count: plane.count)
+                        }
+                        continue
+                    }
                     for ky in 0..<k {
                         for kx in 0..<k {
                             let (tap, shift) = ((o * k + ky) * k + kx, ky * plane.pitch + kx)

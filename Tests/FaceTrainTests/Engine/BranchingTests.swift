@@ -18,6 +18,10 @@ import Testing
             (2, 4, 3, 2, 1, [2, 2, 7, 6]),
             (2, 2, 3, 2, 0, [1, 2, 7, 7]),
             (4, 4, 2, 1, 0, [2, 4, 4, 5]),
+            // 3x3 at stride 1 (the register-blocked path): multiplier 2, no padding, wide padding.
+            (2, 4, 3, 1, 1, [2, 2, 5, 7]),
+            (3, 3, 3, 1, 0, [1, 3, 6, 5]),
+            (2, 2, 3, 1, 2, [2, 2, 3, 4]),
             // Kernel as large as the plane (GDConv): the whole-plane path, any stride.
             (3, 3, 5, 1, 0, [2, 3, 5, 5]),
             (2, 4, 4, 2, 0, [3, 2, 4, 4]),
@@ -75,7 +79,7 @@ import Testing
     /// A grouped convolution is an ungrouped one whose weights are zero outside the diagonal blocks:
     /// forward and input gradient must agree with that dense convolution (GEMM path), for the
     /// depthwise kernel too, and the weight gradient with the dense one's diagonal blocks.
-    @Test(arguments: [(4, 4, 4, 1), (4, 8, 4, 2), (4, 6, 2, 1), (6, 6, 3, 2)])
+    @Test(arguments: [(4, 4, 4, 1), (4, 8, 4, 2), (4, 8, 4, 1), (4, 6, 2, 1), (6, 6, 3, 2)])
     func groupedEqualsBlockDiagonalDense(channels: Int, outputs: Int, groups: Int, stride: Int) {
         var generator = SplitMix64(seed: 21)
         var grouped = Conv2D(
