@@ -44,8 +44,11 @@ public final class BaseFitSession {
     let classIndex: [Int: Int]
     let cacheURL: URL
 
-    /// Embedding views per crop: the crop itself, its mirror image and random augmentations.
-    public static let views = 4
+    /// Embedding views per crop: the crop itself, its mirror image and one random augmentation.
+    /// Three measured as good as four with base v4 (3 seeds of each protocol) for 3/4 of the time.
+    public static let views = 3
+    /// Crops embedded per extractor batch (and between two polls of Ctrl-C): about 64 images.
+    static let cropsPerBatch = 64 / views
     /// Length the embedding is scaled to before the classifier (logits are 16·cos θ).
     static let scale: Float = 16
     /// Margin on the true class's cosine while training the head (CosFace).
@@ -300,7 +303,7 @@ public final class BaseFitSession {
             do { network = try Network(model: base.extractor) } catch { throw .engine("\(error)") }
             let input = base.extractor.definition.input
             let plane = input.channels * input.width * input.height
-            let chunk = 16  // crops per batch: 16 x 4 views = 64 images
+            let chunk = Self.cropsPerBatch
             var start = 0
             while start < missing.count, !shouldStop() {
                 let end = min(start + chunk, missing.count)

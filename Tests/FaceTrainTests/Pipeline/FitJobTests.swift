@@ -119,7 +119,7 @@ struct FitJobTests {
         #expect(cacheFiles.count == 1, "\(cacheFiles)")
         let partial = try Checkpoint.read(from: cacheFolder.appendingPathComponent(cacheFiles[0]))
         // One batch of crops was embedded before the stop, not all of them.
-        #expect(partial.tensors.count == 16, "\(partial.tensors.count)")
+        #expect(partial.tensors.count == BaseFitSession.cropsPerBatch, "\(partial.tensors.count)")
 
         // Run again: it starts from the cached embeddings and finishes.
         let result = try job.run(observer: nil)
