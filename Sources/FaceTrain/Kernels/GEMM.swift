@@ -11,6 +11,10 @@ func gemm(
     alpha: Float = 1, a: UnsafePointer<Float>, b: UnsafePointer<Float>,
     beta: Float = 0, c: UnsafeMutablePointer<Float>
 ) {
+    // The threading policy (Parallel.swift) before the first product, whichever code path runs first:
+    // a fit whose embeddings are all cached builds no convolution, and two BLAS threads spinning
+    // under the engine's own workers made its calibration several times slower.
+    _ = Parallel.configureOnce
     cblas_sgemm(
         CblasRowMajor, transposeA ? CblasTrans : CblasNoTrans, transposeB ? CblasTrans : CblasNoTrans,
         Int32(m), Int32(n), Int32(k), alpha,

@@ -33,6 +33,7 @@ enum Parallel {
     /// Items are taken dynamically, so a core slowed by another process simply takes fewer. The
     /// body must only write memory that no other item writes.
     static func forEach(_ count: Int, _ body: (Int) -> Void) {
+        _ = configureOnce
         if count <= 1 || workerCount == 1 {
             for index in 0..<count { body(index) }
             return
