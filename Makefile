@@ -89,7 +89,7 @@ fuzz-smoke:
 	bash Fuzz/build.sh --smoke
 	for target in $(FUZZ_TARGETS); do FUZZ_BUILD=.build/fuzz-smoke bash Fuzz/run.sh $$target 5 || exit 1; done
 
-# Retrains the builtin base from ../shared (about 20 minutes on 2 cores) and compiles it in.
+# Retrains the builtin base from ../shared (about 35 minutes on 2 idle cores) and compiles it in.
 base: release
 	rm -rf $(BASE).new
 	.build/release/facetrain pretrain --data $(SHARED)/datasets/celeba_identities --out $(BASE).new $(BASE_ARGS)
