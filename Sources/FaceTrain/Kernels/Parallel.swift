@@ -23,9 +23,11 @@ enum Parallel {
     /// cores so a core slowed by another process takes fewer ranges.
     static let chunkCount = 8
 
-    /// Sets OpenBLAS to one thread the first time the engine runs (see the policy above).
+    /// Sets OpenBLAS to one thread the first time the engine runs (see the policy above), and the
+    /// allocator's (AllocatorPolicy).
     static let configureOnce: Void = {
         if ProcessInfo.processInfo.environment["OPENBLAS_NUM_THREADS"] == nil { BLASRuntime.setThreadCount(1) }
+        AllocatorPolicy.configureOnce
     }()
 
     /// Runs `body(i)` for `i` in `0..<count`, in parallel when there is more than one item.
