@@ -108,6 +108,32 @@ private func shifts3x3(_ pitch: Int) -> (Int, Int, Int, Int, Int, Int, Int, Int,
     (0, 1, 2, pitch, pitch + 1, pitch + 2, 2 * pitch, 2 * pitch + 1, 2 * pitch + 2)
 }
 
+/// A 3x3 filter's nine weights, each in all eight lanes, in tap order.
+private typealias Splats3x3 = (
+    SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>,
+    SIMD8<Float>
+)
+
+@inline(__always)
+private func splats3x3(_ w: UnsafePointer<Float>) -> Splats3x3 {
+    (
+        SIMD8(repeating: w[0]), SIMD8(repeating: w[1]), SIMD8(repeating: w[2]), SIMD8(repeating: w[3]),
+        SIMD8(repeating: w[4]), SIMD8(repeating: w[5]), SIMD8(repeating: w[6]), SIMD8(repeating: w[7]),
+        SIMD8(repeating: w[8])
+    )
+}
+
+/// Σ_tap w[tap] · value(shift(tap)) for eight neighbouring outputs.
+@inline(__always)
+private func weightedTaps(
+    _ w: Splats3x3, _ s: (Int, Int, Int, Int, Int, Int, Int, Int, Int), _ value: (Int) -> SIMD8<Float>
+) -> SIMD8<Float> {
+    var total = w.0 * value(s.0) + w.1 * value(s.1) + w.2 * value(s.2)
+    total += w.3 * value(s.3) + w.4 * value(s.4) + w.5 * value(s.5)
+    total += w.6 * value(s.6) + w.7 * value(s.7) + w.8 * value(s.8)
+    return total
+}
+
 /// `sums[i] = Σ_tap weights[tap] · padded[i + shift(tap)]` for `i < count`.
 @inline(__always)
 private func filter3x3(
@@ -115,18 +141,10 @@ private func filter3x3(
     into sums: UnsafeMutablePointer<Float>, count: Int
 ) {
     let s = shifts3x3(pitch)
-    let x = UnsafeRawPointer(padded)
-    @inline(__always) func at(_ i: Int, _ shift: Int) -> SIMD8<Float> {
-        x.loadUnaligned(fromByteOffset: (i + shift) * 4, as: SIMD8<Float>.self)
-    }
-    let (w0, w1, w2) = (SIMD8(repeating: w[0]), SIMD8(repeating: w[1]), SIMD8(repeating: w[2]))
-    let (w3, w4, w5) = (SIMD8(repeating: w[3]), SIMD8(repeating: w[4]), SIMD8(repeating: w[5]))
-    let (w6, w7, w8) = (SIMD8(repeating: w[6]), SIMD8(repeating: w[7]), SIMD8(repeating: w[8]))
+    let (x, splats) = (UnsafeRawPointer(padded), splats3x3(w))
     var i = 0
     while i + 8 <= count {
-        var total = w0 * at(i, s.0) + w1 * at(i, s.1) + w2 * at(i, s.2)
-        total += w3 * at(i, s.3) + w4 * at(i, s.4) + w5 * at(i, s.5)
-        total += w6 * at(i, s.6) + w7 * at(i, s.7) + w8 * at(i, s.8)
+        let total = weightedTaps(splats, s) { x.loadUnaligned(fromByteOffset: (i + $0) * 4, as: SIMD8<Float>.self) }
         UnsafeMutableRawPointer(sums).storeBytes(of: total, toByteOffset: i * 4, as: SIMD8<Float>.self)
         i += 8
     }
@@ -183,20 +201,12 @@ private func filterBack3x3(
     adding paddedGradient: UnsafeMutablePointer<Float>, count: Int
 ) {
     let s = shifts3x3(pitch)
-    let d = UnsafeRawPointer(spread)
-    @inline(__always) func at(_ j: Int, _ shift: Int) -> SIMD8<Float> {
-        d.loadUnaligned(fromByteOffset: (j - shift) * 4, as: SIMD8<Float>.self)
-    }
-    let (w0, w1, w2) = (SIMD8(repeating: w[0]), SIMD8(repeating: w[1]), SIMD8(repeating: w[2]))
-    let (w3, w4, w5) = (SIMD8(repeating: w[3]), SIMD8(repeating: w[4]), SIMD8(repeating: w[5]))
-    let (w6, w7, w8) = (SIMD8(repeating: w[6]), SIMD8(repeating: w[7]), SIMD8(repeating: w[8]))
+    let (d, splats) = (UnsafeRawPointer(spread), splats3x3(w))
     let target = UnsafeMutableRawPointer(paddedGradient)
     var j = 0
     while j + 8 <= count {
-        var total = target.loadUnaligned(fromByteOffset: j * 4, as: SIMD8<Float>.self)
-        total += w0 * at(j, s.0) + w1 * at(j, s.1) + w2 * at(j, s.2)
-        total += w3 * at(j, s.3) + w4 * at(j, s.4) + w5 * at(j, s.5)
-        total += w6 * at(j, s.6) + w7 * at(j, s.7) + w8 * at(j, s.8)
+        let taps = weightedTaps(splats, s) { d.loadUnaligned(fromByteOffset: (j - $0) * 4, as: SIMD8<Float>.self) }
+        let total = target.loadUnaligned(fromByteOffset: j * 4, as: SIMD8<Float>.self) + taps
         target.storeBytes(of: total, toByteOffset: j * 4, as: SIMD8<Float>.self)
         j += 8
     }
