@@ -108,6 +108,10 @@ private func shifts3x3(_ pitch: Int) -> (Int, Int, Int, Int, Int, Int, Int, Int,
     (0, 1, 2, pitch, pitch + 1, pitch + 2, 2 * pitch, 2 * pitch + 1, 2 * pitch + 2)
 }
 
+/// The flat shift of one tap, for the scalar tails (no array per call on the hot path).
+@inline(__always)
+private func shift3x3(_ tap: Int, _ pitch: Int) -> Int { (tap / 3) * pitch + tap % 3 }
+
 /// A 3x3 filter's nine weights, each in all eight lanes, in tap order.
 private typealias Splats3x3 = (
     SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>,
@@ -148,10 +152,9 @@ private func filter3x3(
         UnsafeMutableRawPointer(sums).storeBytes(of: total, toByteOffset: i * 4, as: SIMD8<Float>.self)
         i += 8
     }
-    let shifts = [s.0, s.1, s.2, s.3, s.4, s.5, s.6, s.7, s.8]
     while i < count {
         var total: Float = 0
-        for tap in 0..<9 { total += w[tap] * padded[i + shifts[tap]] }
+        for tap in 0..<9 { total += w[tap] * padded[i + shift3x3(tap, pitch)] }
         sums[i] = total
         i += 1
     }
@@ -184,13 +187,14 @@ private func correlate3x3(
         a8 += g * at(i, s.8)
         i += 8
     }
-    var totals = [a0.sum(), a1.sum(), a2.sum(), a3.sum(), a4.sum(), a5.sum(), a6.sum(), a7.sum(), a8.sum()]
-    let shifts = [s.0, s.1, s.2, s.3, s.4, s.5, s.6, s.7, s.8]
+    let sums = (a0.sum(), a1.sum(), a2.sum(), a3.sum(), a4.sum(), a5.sum(), a6.sum(), a7.sum(), a8.sum())
+    withUnsafeBytes(of: sums) { lanes in
+        for tap in 0..<9 { weightGradient[tap] += lanes.load(fromByteOffset: tap * 4, as: Float.self) }
+    }
     while i < count {
-        for tap in 0..<9 { totals[tap] += spread[i] * padded[i + shifts[tap]] }
+        for tap in 0..<9 { weightGradient[tap] += spread[i] * padded[i + shift3x3(tap, pitch)] }
         i += 1
     }
-    for tap in 0..<9 { weightGradient[tap] += totals[tap] }
 }
 
 /// `paddedGradient[j] += Σ_tap weights[tap] · spread[j - shift(tap)]` for `j < count`: the
@@ -210,9 +214,8 @@ private func filterBack3x3(
         target.storeBytes(of: total, toByteOffset: j * 4, as: SIMD8<Float>.self)
         j += 8
     }
-    let shifts = [s.0, s.1, s.2, s.3, s.4, s.5, s.6, s.7, s.8]
     while j < count {
-        for tap in 0..<9 { paddedGradient[j] += w[tap] * spread[j - shifts[tap]] }
+        for tap in 0..<9 { paddedGradient[j] += w[tap] * spread[j - shift3x3(tap, pitch)] }
         j += 1
     }
 }

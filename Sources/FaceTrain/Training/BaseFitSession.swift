@@ -136,8 +136,10 @@ public final class BaseFitSession {
         if folds >= 2 {
             // The folds are independent heads with their own seeds: trained side by side, one per
             // core (a head's own batches are too small to keep two cores busy), gathered in fold order.
+            // The caller's `shouldStop` need not be thread-safe: the workers take turns calling it.
+            let stopLock = NSLock()
             let foldPredictions = Parallel.map(folds) { fold -> [Prediction]? in
-                if shouldStop() { return nil }
+                if stopLock.withLock(shouldStop) { return nil }
                 let foldUsers = Set(order.enumerated().filter { $0.offset % folds == fold }.map(\.element))
                 let keptClasses = labels.filter { !foldUsers.contains($0) }
                 let keep = training.indices.filter { !foldUsers.contains(training[$0].label) }
