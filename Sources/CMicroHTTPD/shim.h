@@ -44,3 +44,16 @@ static inline int cmhd_bound_port(struct MHD_Daemon *daemon) {
 static inline int cmhd_supports_tls(void) {
     return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
 }
+
+/// The client's numeric address ("127.0.0.1", "::1") into `buffer`; 0, or -1 when it is unknown.
+/// MHD_get_connection_info is variadic, which Swift cannot call.
+static inline int cmhd_client_address(struct MHD_Connection *connection, char *buffer, size_t size) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL) return -1;
+    const struct sockaddr *address = info->client_addr;
+    const void *bytes = NULL;
+    if (address->sa_family == AF_INET) bytes = &((const struct sockaddr_in *)address)->sin_addr;
+    else if (address->sa_family == AF_INET6) bytes = &((const struct sockaddr_in6 *)address)->sin6_addr;
+    else return -1;
+    return inet_ntop(address->sa_family, bytes, buffer, (socklen_t)size) ? 0 : -1;
+}

@@ -251,6 +251,32 @@ struct ServeCommandTests {
         #expect(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").status == 201)
     }
 
+    /// Ten wrong tokens from one address within a minute: the next try, even with the right token, is
+    /// 429 with Retry-After (the login form too), while requests without a secret are not counted and
+    /// the app's open reads still answer.
+    @Test func wrongTokensAreThrottled() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        for _ in 0..<12 { #expect(try server.json("GET", "/v1/users", authorized: false).status == 401) }
+        #expect(try server.json("GET", "/v1/users").status == 200)
+        for attempt in 0..<10 {
+            let wrong = try server.curl(
+                "GET", "/v1/users", ["-H", "Authorization: Bearer wrong-token-\(attempt)-0123456789"], authorized: false)
+            #expect(wrong.status == 401, "attempt \(attempt)")
+        }
+        let locked = try server.curl("GET", "/v1/users")
+        let object = try JSONSerialization.jsonObject(with: locked.body) as? [String: Any] ?? [:]
+        #expect(locked.status == 429, "\(object)")
+        #expect((1...60).contains(Int(locked.headers["retry-after"] ?? "") ?? 0), "\(locked.headers)")
+        #expect((object["error"] as? String)?.contains("--token-file") == true, "\(object)")
+        let login = try server.curl("POST", "/login", ["--data-urlencode", "token=\(Self.token)"], authorized: false)
+        #expect(login.status == 429)
+        #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)
+        #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
+    }
+
     /// `--listen [::1]:0`: the same API over IPv6 loopback, announced with a bracketed URL.
     @Test func servesOverIPv6Loopback() throws {
         let (_, data, models) = try Self.folders(users: 1, perUser: 5)

@@ -569,4 +569,28 @@ extension ServeCommandTests {
         #expect(ServerConfiguration.urlHost("::1") == "[::1]")
         #expect(ServerConfiguration.urlHost("127.0.0.1") == "127.0.0.1")
     }
+
+    /// The throttle's window on a clock the test moves: locked after `limit` failures, free again when
+    /// the window ends, each address on its own, and memory bounded under a flood of addresses.
+    @Test func authenticationThrottleCountsPerAddressWithinItsWindow() {
+        final class Clock: @unchecked Sendable { var time = Date(timeIntervalSince1970: 1_000_000) }
+        let clock = Clock()
+        let throttle = AuthenticationThrottle(limit: 3, window: 60, capacity: 8, now: { clock.time })
+        for _ in 0..<2 { throttle.recordFailure("10.0.0.1") }
+        #expect(throttle.secondsLocked("10.0.0.1") == nil)
+        throttle.recordFailure("10.0.0.1")
+        #expect(throttle.secondsLocked("10.0.0.1") == 60)
+        #expect(throttle.secondsLocked("10.0.0.2") == nil)
+        clock.time += 45.5
+        #expect(throttle.secondsLocked("10.0.0.1") == 15)
+        clock.time += 14.5
+        #expect(throttle.secondsLocked("10.0.0.1") == nil)
+        // A failure after the window starts a new count.
+        throttle.recordFailure("10.0.0.1")
+        #expect(throttle.secondsLocked("10.0.0.1") == nil)
+        for address in 0..<100 { throttle.recordFailure("192.168.0.\(address)") }
+        #expect(throttle.count <= 8)
+        for _ in 0..<3 { throttle.recordFailure("192.168.0.99") }
+        #expect(throttle.secondsLocked("192.168.0.99") != nil)
+    }
 }

@@ -25,6 +25,8 @@ public struct HTTPRequest: Sendable {
     public var fields: [String: String]
     /// Cookies by name, as libmicrohttpd parsed the Cookie header.
     public var cookies: [String: String] = [:]
+    /// The peer's numeric address ("127.0.0.1", "::1"); empty when the socket does not say.
+    public var clientAddress = ""
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
@@ -198,6 +200,7 @@ public final class HTTPServer: @unchecked Sendable {
         let path: String
         var headers: [String: String] = [:]
         var cookies: [String: String] = [:]
+        var clientAddress = ""
         var body = Data()
         /// The most body bytes this request may send (multipart requests get more).
         var bodyLimit = 0
@@ -264,7 +267,7 @@ public final class HTTPServer: @unchecked Sendable {
         func request() -> HTTPRequest {
             HTTPRequest(
                 method: method, path: path, headers: headers, body: body, files: files, fields: fields,
-                cookies: cookies)
+                cookies: cookies, clientAddress: clientAddress)
         }
     }
 
@@ -275,6 +278,10 @@ public final class HTTPServer: @unchecked Sendable {
         guard let pointer = context.pointee else {
             // First call: the headers are in, the body is not.
             let state = RequestState(method: method, path: url, limits: limits)
+            var address = [CChar](repeating: 0, count: 64)
+            if cmhd_client_address(connection, &address, address.count) == 0 {
+                state.clientAddress = String(cString: address)
+            }
             MHD_get_connection_values(
                 connection, .HEADER_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             MHD_get_connection_values(

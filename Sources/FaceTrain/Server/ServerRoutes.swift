@@ -111,6 +111,8 @@ struct ServerRoutes: Sendable {
     var baseURL: String?
     /// The admin cookie gets `Secure` (served over HTTPS).
     var secureCookies = false
+    /// Wrong tokens per client address (429 after too many).
+    var throttle = AuthenticationThrottle()
 
     /// Files of a version that can be downloaded, and their content types.
     static let downloads = [
@@ -128,15 +130,35 @@ struct ServerRoutes: Sendable {
                 Route.unmatchedTemplate
             )
         }
+        // Only requests that offer a secret are throttled: the app's open reads never are.
+        let offersSecret = tokenDigest != nil && offersCredentials(request, route)
+        if offersSecret, let seconds = throttle.secondsLocked(request.clientAddress) {
+            let message =
+                "\(throttle.limit) wrong tokens from \(request.clientAddress) within \(Int(throttle.window)) s: "
+                + "wait \(seconds) s, and use the token in the server's --token-file"
+            return (ServerResponses.error(429, message, headers: [("Retry-After", "\(seconds)")]), route.template)
+        }
+        let response = answer(route, request)
+        if offersSecret && response.status == 401 { throttle.recordFailure(request.clientAddress) }
+        return (response, route.template)
+    }
+
+    /// A bearer token, an admin session cookie, or the login form's token field.
+    private func offersCredentials(_ request: HTTPRequest, _ route: Route) -> Bool {
+        request.header("authorization") != nil || request.cookies[Self.sessionCookie] != nil
+            || (route == .login && request.fields["token"] != nil)
+    }
+
+    private func answer(_ route: Route, _ request: HTTPRequest) -> HTTPResponse {
         do {
-            return (try respond(route, request), route.template)
+            return try respond(route, request)
         } catch let error as ClientError {
             let headers = error.status == 401 ? [("WWW-Authenticate", "Bearer")] : []
-            return (ServerResponses.error(error.status, error.message, headers: headers), route.template)
+            return ServerResponses.error(error.status, error.message, headers: headers)
         } catch let error as DataProblem {
-            return (ServerResponses.error(500, "\(error); fix the data folder and restart the server"), route.template)
+            return ServerResponses.error(500, "\(error); fix the data folder and restart the server")
         } catch {
-            return (ServerResponses.error(500, "\(error)"), route.template)
+            return ServerResponses.error(500, "\(error)")
         }
     }
 
