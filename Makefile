@@ -21,7 +21,7 @@ BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 48 --seed 1 --name
              --teacher-weight 20
 
 # The suites that run a second time with Swift's runtime checks (see `test`).
-CHECKED_TESTS := FaceTrainTests\.(KernelTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
+CHECKED_TESTS := FaceTrainTests\.(KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)
 
 .PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke bench bench-enrollment bench-serve quality base lint format clean
 

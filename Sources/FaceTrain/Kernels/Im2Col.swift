@@ -34,7 +34,9 @@ struct ConvolutionGeometry: Sendable, Equatable {
 private func sameTap(_ g: ConvolutionGeometry, _ ky: Int, _ kx: Int) -> (offset: Int, start: Int, end: Int) {
     let n = g.height * g.width
     let offset = (ky - g.padding) * g.width + (kx - g.padding)
-    return (offset, max(0, -offset), min(n, n - offset))
+    // Clamped to the plane: on planes smaller than the kernel a tap can shift past all of it.
+    let start = min(n, max(0, -offset))
+    return (offset, start, max(start, min(n, n - offset)))
 }
 
 /// Zeroes, in every row of a [h, w] plane, the columns a horizontal shift of `dx` wrapped around.

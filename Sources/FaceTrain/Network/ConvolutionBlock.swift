@@ -1,8 +1,9 @@
 /// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage;
-/// the convolution is ungrouped (im2col + GEMM) or depthwise (the direct kernel).
+/// the convolution is ungrouped (Winograd's F(2×2, 3×3) for 3×3 stride-1 kernels over 8 or more
+/// channels, im2col + GEMM otherwise) or depthwise (the direct kernel).
 ///
 /// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
-/// im2col + GEMM and the per-channel moments while the output is in cache; then one pass that
+/// the convolution and the per-channel moments while the output is in cache; then one pass that
 /// normalises, rectifies and pools. Backward recomputes im2col per image instead of keeping the
 /// column matrices (tens of MB per batch), and folds batch norm's gradient into the conv's dY.
 /// Parameters and gradients stay in the `Conv2D` and `BatchNorm2D` layers themselves.
@@ -24,6 +25,8 @@ struct ConvolutionBlock: Sendable {
     /// Per image and channel: two floats of statistics (moments, or gradient sums).
     private var perImage = Buffer<Float>()
     private var scratch = Buffer<Float>()
+    /// The weights in Winograd's domain (U), for 3×3 stride-1 convolutions.
+    private var transformedWeight = Buffer<Float>()
     private var mean: [Float] = []
     private var inverseStandardDeviation: [Float] = []
     private var scale: [Float] = []
@@ -58,8 +61,11 @@ struct ConvolutionBlock: Sendable {
         let (h, w) = (g.outputHeight, g.outputWidth)
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let training = mode == .training
+        let winograd = depthwise ? nil : WinogradGeometry(g)
+        let scratchSize = winograd.map { winogradScratchSize($0, outputChannels: f) } ?? patch * pixels
         convolutionOutput.resize(batch * f * pixels)
-        scratch.resize(chunks.count * patch * pixels)
+        scratch.resize(chunks.count * scratchSize)
+        let transformed = transformWeights(conv, winograd)
         perImage.resize(batch * 2 * f)
         if training && pooling == .max2x2 { winners.resize(batch * f * (h / 2) * (w / 2)) }
         let (x, columns, moments) = (
@@ -87,11 +93,16 @@ struct ConvolutionBlock: Sendable {
                             depthwiseConvolutionForward(
                                 image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
                                 weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
+                        } else if let winograd, let transformed {
+                            winogradConvolutionForward(
+                                image: input + image * inputSize, geometry: winograd, outputChannels: f,
+                                transformedWeight: transformed, bias: bias.baseAddress!,
+                                scratch: columns + chunk * scratchSize, output: y)
                         } else {
                             convolutionForward(
                                 image: input + image * inputSize, geometry: g, outputChannels: f,
                                 weight: weight.baseAddress!, bias: bias.baseAddress!,
-                                columns: columns + chunk * patch * pixels, output: y)
+                                columns: columns + chunk * scratchSize, output: y)
                         }
                         if training {
                             channelMoments(
@@ -139,6 +150,19 @@ struct ConvolutionBlock: Sendable {
                     winners: winnerBase.map { $0 + image * winnerSize })
             }
         }
+    }
+
+    /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise).
+    private mutating func transformWeights(_ conv: Conv2D, _ winograd: WinogradGeometry?) -> UnsafePointer<Float>? {
+        guard winograd != nil else { return nil }
+        transformedWeight.resize(16 * conv.weight.value.count / 9)
+        conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+            winogradFilterTransform(
+                weight: weight.baseAddress!, outputChannels: conv.outputChannels,
+                inputChannels: conv.weight.value.count / (9 * conv.outputChannels),
+                transformed: transformedWeight.mutablePointer())
+        }
+        return transformedWeight.pointer
     }
 
     private static func activate(
@@ -236,7 +260,14 @@ struct ConvolutionBlock: Sendable {
         // Phase B: per image, dY of the conv, then its GEMMs; partial dW, dBias per chunk.
         let columnSize = patch * pixels
         let weightSize = conv.weight.value.count
-        let perChunk = 2 * columnSize + outputSize + weightSize + f
+        let winograd = depthwise ? nil : WinogradGeometry(g)
+        let transformed = transformWeights(conv, winograd)
+        // Per chunk: the kernel's scratch (im2col's columns and their gradient, or Winograd's
+        // transforms and the chunk's dU), dY, then partial dW and dBias.
+        let transformedWeightSize = 16 * weightSize / 9
+        let workSize =
+            winograd.map { winogradScratchSize($0, outputChannels: f) + transformedWeightSize } ?? 2 * columnSize
+        let perChunk = workSize + outputSize + weightSize + f
         scratch.resize(chunks.count * perChunk)
         let base = scratch.mutablePointer()
         conv.weight.value.scalars.withUnsafeBufferPointer { weightBuffer in
@@ -244,9 +275,14 @@ struct ConvolutionBlock: Sendable {
                 let (weight, t) = (weightBuffer.baseAddress!, shiftBuffer.baseAddress!)
                 Parallel.forEach(chunks.count) { chunk in
                     let work = base + chunk * perChunk
-                    let (columns, columnGradient, dy) = (work, work + columnSize, work + 2 * columnSize)
+                    let (columns, columnGradient, dy) = (work, work + columnSize, work + workSize)
                     let (weightGradient, biasGradient) = (dy + outputSize, dy + outputSize + weightSize)
                     weightGradient.update(repeating: 0, count: weightSize + f)
+                    let transformedGradient = winograd.map {
+                        let du = work + winogradScratchSize($0, outputChannels: f)
+                        du.update(repeating: 0, count: transformedWeightSize)
+                        return du
+                    }
                     for image in chunks[chunk] {
                         let (xi, yi, dyi) = (
                             x + image * outputSize, output + image * pooledSize, outputGradient + image * pooledSize
@@ -272,16 +308,29 @@ struct ConvolutionBlock: Sendable {
                                 biasGradient: biasGradient, inputGradient: inputGradient.map { $0 + image * inputSize })
                             continue
                         }
+                        if let winograd, let transformed, let transformedGradient {
+                            winogradConvolutionBackward(
+                                image: input + image * inputSize, geometry: winograd, outputChannels: f,
+                                transformedWeight: transformed, outputGradient: dy, scratch: work,
+                                transformedWeightGradient: transformedGradient, biasGradient: biasGradient,
+                                inputGradient: inputGradient.map { $0 + image * inputSize })
+                            continue
+                        }
                         convolutionBackward(
                             image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,
                             outputGradient: dy, columns: columns, columnGradient: columnGradient,
                             weightGradient: weightGradient, biasGradient: biasGradient,
                             inputGradient: inputGradient.map { $0 + image * inputSize })
                     }
+                    if let transformedGradient {
+                        winogradFilterGradient(
+                            transformedGradient: transformedGradient, outputChannels: f, inputChannels: g.channels,
+                            weightGradient: weightGradient)
+                    }
                 }
             }
         }
-        let dWeightOffset = 2 * columnSize + outputSize
+        let dWeightOffset = workSize + outputSize
         conv.weight.gradient.scalars.withUnsafeMutableBufferPointer { dw in
             addChunks(
                 base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw.baseAddress!)

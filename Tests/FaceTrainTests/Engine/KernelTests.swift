@@ -12,6 +12,9 @@ import Testing
         ConvolutionGeometry(channels: 2, height: 3, width: 3, kernelSize: 1, stride: 1, padding: 0),
         ConvolutionGeometry(channels: 3, height: 6, width: 9, kernelSize: 3, stride: 1, padding: 1),
         ConvolutionGeometry(channels: 1, height: 3, width: 2, kernelSize: 3, stride: 1, padding: 1),
+        // A plane smaller than the kernel: taps shift past all of it.
+        ConvolutionGeometry(channels: 2, height: 1, width: 1, kernelSize: 3, stride: 1, padding: 1),
+        ConvolutionGeometry(channels: 1, height: 1, width: 2, kernelSize: 5, stride: 1, padding: 2),
         ConvolutionGeometry(channels: 2, height: 4, width: 4, kernelSize: 3, stride: 1, padding: 0),
     ])
     func col2imIsTheAdjointOfIm2col(_ g: ConvolutionGeometry) {

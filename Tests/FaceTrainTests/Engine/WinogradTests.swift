@@ -1,0 +1,132 @@
+import Testing
+
+@testable import FaceTrain
+
+/// Winograd's F(2×2, 3×3) against im2col + GEMM, the convolution every other path is checked with:
+/// outputs, weight, bias and input gradients, on even and odd planes, paddings 0-2, and a weight
+/// gradient summed in the transform domain over several images.
+@Suite struct WinogradTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var geometry: ConvolutionGeometry
+        var outputChannels: Int
+        var testDescription: String {
+            let g = geometry
+            return "\(g.channels)->\(outputChannels) \(g.height)x\(g.width) pad \(g.padding)"
+        }
+    }
+
+    static let cases = [
+        Case(geometry: .init(channels: 8, height: 6, width: 6, kernelSize: 3, stride: 1, padding: 1), outputChannels: 5),
+        Case(geometry: .init(channels: 8, height: 5, width: 7, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
+        Case(geometry: .init(channels: 9, height: 4, width: 5, kernelSize: 3, stride: 1, padding: 0), outputChannels: 4),
+        Case(geometry: .init(channels: 8, height: 3, width: 3, kernelSize: 3, stride: 1, padding: 2), outputChannels: 2),
+        Case(geometry: .init(channels: 16, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1), outputChannels: 12),
+        Case(geometry: .init(channels: 8, height: 1, width: 1, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
+        // More than one group of 8 tiles a row: whole groups, and a partial one after a whole one.
+        Case(geometry: .init(channels: 8, height: 32, width: 32, kernelSize: 3, stride: 1, padding: 1), outputChannels: 4),
+        Case(geometry: .init(channels: 8, height: 19, width: 37, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
+        Case(geometry: .init(channels: 10, height: 18, width: 35, kernelSize: 3, stride: 1, padding: 0), outputChannels: 2),
+    ]
+
+    static func close(_ a: [Float], _ b: [Float], _ what: String) {
+        let scale = b.map { abs($0) }.max() ?? 1
+        let worst = zip(a, b).map { abs($0 - $1) }.max() ?? 0
+        #expect(a.count == b.count && worst <= 1e-5 * max(1, scale), "\(what): worst difference \(worst)")
+        #expect(!a.contains { !$0.isFinite }, "\(what) has a non-finite entry")
+    }
+
+    @Test(arguments: cases)
+    func matchesIm2colForwardAndBackward(_ testCase: Case) throws {
+        let g = testCase.geometry
+        let f = testCase.outputChannels
+        let winograd = try #require(WinogradGeometry(g))
+        let images = 3
+        let (inputSize, outputSize) = (g.channels * g.inputPixels, f * g.outputPixels)
+        let x = Floats(TestData.normal([images * inputSize], seed: 11).scalars)
+        let weight = Floats(TestData.normal([f * g.patchSize], seed: 12).scalars)
+        let bias = Floats(TestData.normal([f], seed: 13).scalars)
+        let dy = Floats(TestData.normal([images * outputSize], seed: 14).scalars)
+
+        // im2col: the reference.
+        let columns = Floats(count: g.patchSize * g.outputPixels, repeating: 0)
+        let columnGradient = Floats(count: columns.count, repeating: 0)
+        let expectedOutput = Floats(count: images * outputSize, repeating: 0)
+        let expectedWeightGradient = Floats(count: weight.count, repeating: 0)
+        let expectedBiasGradient = Floats(count: f, repeating: 0)
+        let expectedInputGradient = Floats(count: x.count, repeating: 0)
+        for image in 0..<images {
+            convolutionForward(
+                image: x.pointer + image * inputSize, geometry: g, outputChannels: f, weight: weight.pointer,
+                bias: bias.pointer, columns: columns.pointer, output: expectedOutput.pointer + image * outputSize)
+            convolutionBackward(
+                image: x.pointer + image * inputSize, geometry: g, outputChannels: f, weight: weight.pointer,
+                outputGradient: dy.pointer + image * outputSize, columns: columns.pointer,
+                columnGradient: columnGradient.pointer, weightGradient: expectedWeightGradient.pointer,
+                biasGradient: expectedBiasGradient.pointer,
+                inputGradient: expectedInputGradient.pointer + image * inputSize)
+        }
+
+        // Winograd, with NaN-filled scratch and outputs: every entry it should write, it writes.
+        let transformed = Floats(count: 16 * f * g.channels, repeating: .nan)
+        winogradFilterTransform(
+            weight: weight.pointer, outputChannels: f, inputChannels: g.channels, transformed: transformed.pointer)
+        let scratch = Floats(count: winogradScratchSize(winograd, outputChannels: f), repeating: .nan)
+        let output = Floats(count: images * outputSize, repeating: .nan)
+        let transformedGradient = Floats(count: transformed.count, repeating: 0)
+        let weightGradient = Floats(count: weight.count, repeating: 0)
+        let biasGradient = Floats(count: f, repeating: 0)
+        let inputGradient = Floats(count: x.count, repeating: .nan)
+        for image in 0..<images {
+            winogradConvolutionForward(
+                image: x.pointer + image * inputSize, geometry: winograd, outputChannels: f,
+                transformedWeight: transformed.pointer, bias: bias.pointer, scratch: scratch.pointer,
+                output: output.pointer + image * outputSize)
+            winogradConvolutionBackward(
+                image: x.pointer + image * inputSize, geometry: winograd, outputChannels: f,
+                transformedWeight: transformed.pointer, outputGradient: dy.pointer + image * outputSize,
+                scratch: scratch.pointer, transformedWeightGradient: transformedGradient.pointer,
+                biasGradient: biasGradient.pointer, inputGradient: inputGradient.pointer + image * inputSize)
+        }
+        winogradFilterGradient(
+            transformedGradient: transformedGradient.pointer, outputChannels: f, inputChannels: g.channels,
+            weightGradient: weightGradient.pointer)
+
+        Self.close(output.array, expectedOutput.array, "output")
+        Self.close(weightGradient.array, expectedWeightGradient.array, "weight gradient")
+        Self.close(biasGradient.array, expectedBiasGradient.array, "bias gradient")
+        Self.close(inputGradient.array, expectedInputGradient.array, "input gradient")
+    }
+
+    /// Kernels other than 3×3 stride 1, and thin inputs, stay with im2col.
+    @Test func onlyThreeByThreeStrideOneOverEnoughChannels() {
+        let base = ConvolutionGeometry(channels: 8, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1)
+        #expect(WinogradGeometry(base) != nil)
+        var g = base
+        g.stride = 2
+        #expect(WinogradGeometry(g) == nil)
+        g = base
+        g.kernelSize = 5
+        g.padding = 2
+        #expect(WinogradGeometry(g) == nil)
+        g = base
+        g.channels = 3
+        #expect(WinogradGeometry(g) == nil)
+        g = base
+        g.padding = 3
+        #expect(WinogradGeometry(g) == nil)
+    }
+}
+
+/// Floats at a fixed address for the kernels under test, freed with the object.
+private final class Floats {
+    let pointer: UnsafeMutablePointer<Float>
+    let count: Int
+    init(_ values: [Float]) {
+        count = values.count
+        pointer = .allocate(capacity: max(1, count))
+        pointer.initialize(from: values, count: count)
+    }
+    convenience init(count: Int, repeating value: Float) { self.init([Float](repeating: value, count: count)) }
+    var array: [Float] { Array(UnsafeBufferPointer(start: pointer, count: count)) }
+    deinit { pointer.deallocate() }
+}
