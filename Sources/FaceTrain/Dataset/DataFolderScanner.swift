@@ -128,7 +128,8 @@ struct DataFolderScanner {
             }
         }
 
-        // The same bytes twice: within a class it is a harmless repeat, across classes a labelling error.
+        // The same bytes twice: within a class it is a harmless repeat (trained on once; evaluation
+        // scores every file, as a scorer of the predictions expects), across classes a labelling error.
         var firstByHash: [String: FaceSample] = [:]
         var pathsByHash: [String: [String]] = [:]
         var unique: [FaceSample] = []
@@ -138,7 +139,9 @@ struct DataFolderScanner {
                     warnings.append(
                         DataWarning(
                             kind: "duplicate_image", path: sample.path,
-                            message: "same bytes as \(first.path); used once"))
+                            message: "same bytes as \(first.path); "
+                                + (options.forEvaluation ? "scored as a crop of its own" : "used once")))
+                    if options.forEvaluation { unique.append(sample) }
                 } else {
                     pathsByHash[sample.contentHash, default: [first.path]].append(sample.path)
                 }

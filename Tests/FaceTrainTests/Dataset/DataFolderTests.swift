@@ -174,6 +174,18 @@ struct DataFolderTests {
         #expect(dataset.report.warnings.contains { $0.kind == "duplicate_image" })
     }
 
+    /// Evaluation scores every file, copies included: a scorer checks that each one was predicted.
+    @Test func evaluationKeepsDuplicatesWithinOneClass() throws {
+        let folder = try TemporaryDataFolder.valid()
+        try folder.write("3/again.pgm", TemporaryDataFolder.pgm(seed: 1_001))
+        var evaluation = options
+        evaluation.forEvaluation = true
+        let dataset = try FaceDataset.load(from: folder.root, options: evaluation)
+        #expect(dataset.samples.filter { $0.label == 3 }.count == 7)
+        #expect(dataset.samples.contains { $0.path.hasSuffix("3/again.pgm") })
+        #expect(dataset.report.warnings.contains { $0.kind == "duplicate_image" && $0.message.contains("scored") })
+    }
+
     @Test func splitIsStableWhenCropsAndUsersAreAdded() throws {
         let folder = try TemporaryDataFolder.valid(users: 4, perUser: 25)
         let before = try FaceDataset.load(from: folder.root, options: options).split(holdout: 0.2)
