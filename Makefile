@@ -16,7 +16,7 @@ TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreu
 SHARED   ?= ../shared
 BASE     := base/builtin
 # The recipe of the builtin base (its manifest records it too).
-BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 48 --seed 1 --name celeba-ref-small-gdc-48 --version 4 \
+BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 48 --input-size 80 --seed 1 --name celeba-ref-small-gdc-48-80 --version 5 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20
 
@@ -89,7 +89,7 @@ fuzz-smoke:
 	bash Fuzz/build.sh --smoke
 	for target in $(FUZZ_TARGETS); do FUZZ_BUILD=.build/fuzz-smoke bash Fuzz/run.sh $$target 5 || exit 1; done
 
-# Retrains the builtin base from ../shared (about 35 minutes on 2 idle cores) and compiles it in.
+# Retrains the builtin base from ../shared (about 45 minutes on 2 idle cores) and compiles it in.
 base: release
 	rm -rf $(BASE).new
 	.build/release/facetrain pretrain --data $(SHARED)/datasets/celeba_identities --out $(BASE).new $(BASE_ARGS)
