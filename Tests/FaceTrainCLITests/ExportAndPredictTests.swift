@@ -258,7 +258,7 @@ struct ExportAndPredictTests {
         let checkFile = ExportCheckFile(
             mlmodel: bundle.appendingPathComponent(CoreMLExporter.fileName).path,
             onnx: bundle.appendingPathComponent(ONNXExporter.fileName).path, labels: labels,
-            input: .init(name: "image", width: 64, height: 64, channels: 3, colorSpace: "RGB"),
+            input: .init(name: "image", width: manifest.input.width, height: manifest.input.height, channels: 3, colorSpace: "RGB"),
             outputs: .init(label: "classLabel", probabilities: "classProbability"),
             metadata: .init(
                 version: manifest.version, versionString: String(manifest.version),

@@ -42,6 +42,12 @@ import Testing
         }
         let expected = try String(
             contentsOf: Self.fixtures.appendingPathComponent("noise-predictions.json"), encoding: .utf8)
-        #expect(try probabilities(predicted.standardOutput) == probabilities(expected))
+        // The same function of the same weights: since the 3x3 convolutions run as Winograd's
+        // F(2x2, 3x3), their sums are taken in another order, so equal to float rounding.
+        let (now, then) = (try probabilities(predicted.standardOutput), try probabilities(expected))
+        #expect(Set(now.keys) == Set(then.keys))
+        for (label, probability) in then {
+            #expect(abs((now[label] ?? -1) - probability) <= 1e-5, "\(label): \(now[label] ?? -1) against \(probability)")
+        }
     }
 }
