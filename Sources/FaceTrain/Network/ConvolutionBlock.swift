@@ -27,6 +27,8 @@ struct ConvolutionBlock: Sendable {
     private var scratch = Buffer<Float>()
     /// The weights in Winograd's domain (U), for 3×3 stride-1 convolutions.
     private var transformedWeight = Buffer<Float>()
+    /// The weights `transformedWeight` was made from.
+    private var transformedFrom: [Float] = []
     private var mean: [Float] = []
     private var inverseStandardDeviation: [Float] = []
     private var scale: [Float] = []
@@ -155,6 +157,11 @@ struct ConvolutionBlock: Sendable {
     /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise).
     private mutating func transformWeights(_ conv: Conv2D, _ winograd: WinogradGeometry?) -> UnsafePointer<Float>? {
         guard winograd != nil else { return nil }
+        // Inference calls forward again and again with the same weights (batch-1 latency): keep U
+        // while the weights are those it was made from. Sharing the array makes that check O(1) until
+        // an update copies the weights on write, and then the comparison ends at the first change.
+        if transformedFrom == conv.weight.value.scalars { return transformedWeight.pointer }
+        transformedFrom = conv.weight.value.scalars
         transformedWeight.resize(16 * conv.weight.value.count / 9)
         conv.weight.value.scalars.withUnsafeBufferPointer { weight in
             winogradFilterTransform(

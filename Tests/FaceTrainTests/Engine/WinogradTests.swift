@@ -97,6 +97,31 @@ import Testing
         Self.close(inputGradient.array, expectedInputGradient.array, "input gradient")
     }
 
+    /// The blocks keep the transformed weights between forward passes only while the weights are
+    /// the same: after an update (by hand, or a training step) inference equals a fresh network's.
+    @Test func transformedWeightsFollowEveryUpdate() throws {
+        let definition = ModelDefinition.referenceSmall(classLabels: ["1", "2", "3"], inputSize: 32, width: 8)
+        let images = TestData.normal([2, 3, 32, 32], seed: 41)
+        var network = try Network(definition: definition, seed: 7)
+        let before = network.forward(images, mode: .inference)
+        #expect(network.forward(images, mode: .inference) == before)
+        network.updateParameters { key, parameter in
+            // In place: the array the blocks compare with shares this storage until it is written.
+            guard key.hasSuffix("conv2d.weight") else { return }
+            for index in parameter.value.scalars.indices { parameter.value.scalars[index] *= 1.5 }
+        }
+        let after = network.forward(images, mode: .inference)
+        var fresh = try Network(definition: definition, weights: network.weights)
+        #expect(after == fresh.forward(images, mode: .inference))
+        #expect(after != before)
+
+        var trainer = Trainer(network: network, optimizer: SGD(), learningRate: 0.1)
+        try trainer.trainStep(images: images, labels: [0, 2])
+        var trained = trainer.network
+        var restored = try Network(definition: definition, weights: trained.weights)
+        #expect(trained.forward(images, mode: .inference) == restored.forward(images, mode: .inference))
+    }
+
     /// Kernels other than 3×3 stride 1, and thin inputs, stay with im2col.
     @Test func onlyThreeByThreeStrideOneOverEnoughChannels() {
         let base = ConvolutionGeometry(channels: 8, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1)
