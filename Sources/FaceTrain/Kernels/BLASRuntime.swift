@@ -25,6 +25,8 @@ public enum BLASRuntime {
 
     /// "OpenBLAS 0.3.21 (SkylakeX kernel, 2 threads)" — for `--version`, bench output and manifests.
     public static var summary: String {
+        // The engine's threading policy first, so the count printed is the one GEMMs will run with.
+        _ = Parallel.configureOnce
         let version = configuration.split(separator: " ").prefix(2).joined(separator: " ")
         return "\(version) (\(kernel) kernel, \(threadCount) threads)"
     }
