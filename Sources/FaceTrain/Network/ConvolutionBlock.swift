@@ -4,8 +4,8 @@
 ///
 /// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
 /// the convolution and the per-channel moments while the output is in cache; then one pass that
-/// normalises, rectifies and pools. Backward recomputes im2col per image instead of keeping the
-/// column matrices (tens of MB per batch), and folds batch norm's gradient into the conv's dY.
+/// normalises, rectifies and pools. Backward recomputes im2col (or Winograd's input transform) per
+/// image instead of keeping the column matrices (tens of MB per batch), and folds batch norm's gradient into the conv's dY.
 /// Parameters and gradients stay in the `Conv2D` and `BatchNorm2D` layers themselves.
 ///
 /// Legend: N images, F conv output channels, P = h·w conv output pixels, K = patch size.
