@@ -50,7 +50,7 @@ func winogradFilterTransform(
     let plane = f * c
     for pair in 0..<plane {
         let g = weight + pair * 9
-        // G g (4×3, one SIMD4 per filter column), then (G g) Gᵀ row by row.
+        // G g (4×3: one SIMD4 per row, from the filter's rows), then (G g) Gᵀ row by row.
         let (g0, g1, g2) = (SIMD4(g[0], g[1], g[2], 0), SIMD4(g[3], g[4], g[5], 0), SIMD4(g[6], g[7], g[8], 0))
         let rows = (g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2)
         @inline(__always) func store(_ row: Int, _ r: SIMD4<Float>) {
