@@ -1,68 +1,197 @@
-/// 3×3 stride-1 convolution as Winograd's minimal filtering F(2×2, 3×3) (Lavin and Gray, "Fast
-/// Algorithms for Convolutional Neural Networks", 2016), forward and backward.
+/// 3×3 stride-1 convolution as Winograd's minimal filtering F(4×4, 3×3) (Lavin and Gray, "Fast
+/// Algorithms for Convolutional Neural Networks", 2016; interpolation points 0, ±1, ±2, ∞), forward
+/// and backward.
 ///
-/// Each 2×2 block of outputs (a tile) is `Aᵀ [U ⊙ V] A`, with `U = G g Gᵀ` the 4×4 transform of a 3×3
-/// filter and `V = Bᵀ d B` that of the 4×4 input patch under the tile. Summed over input channels the
-/// 16 positions ξ of the 4×4 domain become 16 independent matrix products
-/// `M[ξ] = U[ξ] · V[ξ]` ([F, C] · [C, T]), which take 16 multiplies per tile and channel pair where
-/// im2col's GEMM takes 36: 2.25 times fewer, and the transforms are cheap passes over memory.
+/// Each 4×4 block of outputs (a tile) is `Aᵀ [U ⊙ V] A`, with `U = G g Gᵀ` the 6×6 transform of a 3×3
+/// filter and `V = Bᵀ d B` that of the 6×6 input patch under the tile. Summed over input channels the
+/// 36 positions ξ of the 6×6 domain become 36 independent matrix products
+/// `M[ξ] = U[ξ] · V[ξ]` ([F, C] · [C, T]): 36 multiplies per tile and channel pair where im2col's
+/// GEMM takes 144, and the transforms move 2.25 values per output where F(2×2, 3×3) moved 4.
 /// Backward is the adjoint of every step: `dM = A dY Aᵀ`, `dU[ξ] = dM[ξ] · V[ξ]ᵀ` (then `Gᵀ dU G`),
 /// `dV[ξ] = U[ξ]ᵀ · dM[ξ]` (then `B dV Bᵀ`, added onto the overlapping patches).
 ///
-/// Legend: c = input channels, f = output channels, T = tiles (⌈oh/2⌉·⌈ow/2⌉), ξ = 0..<16.
-/// Layouts: U [16, F, C], V and dV [16, C, T], M and dM [16, F, T]. The padded plane scratch holds
+/// Legend: c = input channels, f = output channels, T = tiles (⌈oh/4⌉·⌈ow/4⌉) rounded up to a
+/// multiple of 4 (`WinogradGeometry.columns`), ξ = 6·row + column.
+/// Layouts: U [36, F, C], V and dV [36, C, T], M and dM [36, F, T]. The padded plane scratch holds
 /// one input channel with the padding (and the tiles' overhang) as zeros.
 
-/// Tiles of one image and the padded plane they read.
+/// Positions of the transform domain: 6×6.
+let winogradPositions = 36
+
+/// Floats from one position ξ of U, V or M to the next, for `count` floats a position. A transform
+/// writes (or reads) all 36 positions at once: at a stride that is a multiple of 4 KB they all fall
+/// in one set of the L1 cache and evict each other; an odd multiple of 64 bytes past a multiple of
+/// 128 spreads them over the sets.
+func winogradPositionStride(_ count: Int) -> Int { (count + 31) / 32 * 32 + 16 }
+
+/// Tiles of one image, the padded plane they read, and where each tile lies.
+///
+/// Tiles are transformed 4 at a time, one SIMD4 per value (a register even without AVX, which the
+/// baseline x86-64 build lacks), in row-major order across tile rows, so every group is whole: the
+/// rows of V and M are `columns` long, the tiles rounded up to a multiple of 4. The few phantom tiles
+/// at the end read tile 0's patch (finite values), are never written out, and their output
+/// gradient is zero, so they add nothing to the weight or input gradient.
 struct WinogradGeometry: Sendable, Equatable {
     let convolution: ConvolutionGeometry
-    var tileRows: Int { (convolution.outputHeight + 1) / 2 }
-    var tileColumns: Int { (convolution.outputWidth + 1) / 2 }
+    let tileRows: Int
+    let tileColumns: Int
     var tiles: Int { tileRows * tileColumns }
-    /// Tiles are transformed 4 at a time (one SIMD4 per value: a register even without AVX, which
-    /// the baseline x86-64 build lacks): groups of them in a tile row.
-    var tileGroups: Int { (tileColumns + 3) / 4 }
-    /// The plane every tile's 4×4 patch lies in: input at offset (p, p), zeros around it, wide
-    /// enough for whole groups (a group reads 10 columns).
-    var paddedHeight: Int { 2 * tileRows + 2 }
-    var paddedWidth: Int { 8 * tileGroups + 2 }
+    var columns: Int { (tiles + 3) / 4 * 4 }
+    /// The plane every tile's 6×6 patch lies in: input at offset (p, p), zeros around it.
+    var paddedHeight: Int { 4 * tileRows + 2 }
+    var paddedWidth: Int { 4 * tileColumns + 2 }
+    /// The output gradient's plane, widened to whole tiles, with 4 more rows of zeros that the
+    /// phantom tiles read.
+    var gradientWidth: Int { 4 * tileColumns }
+    var gradientHeight: Int { 4 * tileRows + 4 }
+    /// Per tile (phantoms included): its patch in the padded plane, its first output, how many of its
+    /// 4×4 outputs lie inside the output (rows, columns; 0 rows for phantoms), and its block in the
+    /// widened gradient plane.
+    let patchOffsets: [Int]
+    let outputOffsets: [Int]
+    let outputRows: [Int]
+    let outputColumns: [Int]
+    let gradientOffsets: [Int]
 
-    /// 3×3 kernels at stride 1 with padding up to 2; a handful of input channels is left to im2col,
-    /// whose one product is then as cheap as 16 thin ones.
+    /// 3×3 kernels at stride 1 with padding up to 2, where the tiles take fewer multiplies than
+    /// im2col (not on planes of 2×2 or less); a handful of input channels is left to im2col, whose
+    /// one product is then as cheap as 36 thin ones.
     init?(_ g: ConvolutionGeometry) {
         guard g.kernelSize == 3, g.stride == 1, g.padding <= 2, g.channels >= 8, g.outputHeight > 0,
             g.outputWidth > 0
         else { return nil }
         convolution = g
+        (tileRows, tileColumns) = ((g.outputHeight + 3) / 4, (g.outputWidth + 3) / 4)
+        guard winogradPositions * tileRows * tileColumns < 9 * g.outputPixels else { return nil }
+        let (tiles, columns) = (tileRows * tileColumns, (tileRows * tileColumns + 3) / 4 * 4)
+        let (pw, gw) = (4 * tileColumns + 2, 4 * tileColumns)
+        // Phantoms: tile 0's patch, no outputs, the zero rows below the gradient plane.
+        var (patch, output, rows, outputColumns) = (
+            [Int](repeating: 0, count: columns), [Int](repeating: 0, count: columns),
+            [Int](repeating: 0, count: columns), [Int](repeating: 0, count: columns)
+        )
+        var gradient = [Int](repeating: 4 * tileRows * gw, count: columns)
+        for tile in 0..<tiles {
+            let (row, column) = (tile / tileColumns, tile % tileColumns)
+            patch[tile] = 4 * row * pw + 4 * column
+            output[tile] = 4 * row * g.outputWidth + 4 * column
+            rows[tile] = min(4, g.outputHeight - 4 * row)
+            outputColumns[tile] = min(4, g.outputWidth - 4 * column)
+            gradient[tile] = 4 * row * gw + 4 * column
+        }
+        (patchOffsets, outputOffsets, outputRows, self.outputColumns, gradientOffsets) =
+            (patch, output, rows, outputColumns, gradient)
     }
 
-    /// Floats of V (or dV) for one image: 16·c·T.
-    var inputTransformSize: Int { 16 * convolution.channels * tiles }
-    /// Floats of M (or dM) for one image: 16·f·T.
-    func outputTransformSize(outputChannels f: Int) -> Int { 16 * f * tiles }
-    var paddedPlaneSize: Int { paddedHeight * paddedWidth }
+    /// Floats from one position of V (or dV) to the next, and of all of V for one image.
+    var inputStride: Int { winogradPositionStride(convolution.channels * columns) }
+    var inputTransformSize: Int { winogradPositions * inputStride }
+    /// The same for M (or dM).
+    func outputStride(outputChannels f: Int) -> Int { winogradPositionStride(f * columns) }
+    func outputTransformSize(outputChannels f: Int) -> Int { winogradPositions * outputStride(outputChannels: f) }
+    /// Floats of the plane scratch: the padded input plane or the widened gradient plane.
+    var paddedPlaneSize: Int { max(paddedHeight * paddedWidth, gradientHeight * gradientWidth) }
+}
+
+// MARK: - The three matrices, as combinations of values (one value per lane: 4 tiles, or scalars)
+
+/// `Bᵀ x` for the 6 values of a patch row or column.
+@inline(__always)
+private func inputCombination<V: SIMD>(_ x: (V, V, V, V, V, V)) -> (V, V, V, V, V, V) where V.Scalar == Float {
+    let (x0, x1, x2, x3, x4, x5) = x
+    let (four, five, two) = (V(repeating: 4), V(repeating: 5), V(repeating: 2))
+    let a = x4 - four * x2
+    let b = x3 - four * x1
+    let c = x4 - x2
+    let d = two * (x3 - x1)
+    return (four * x0 - five * x2 + x4, a + b, a - b, c + d, c - d, four * x1 - five * x3 + x5)
+}
+
+/// `B y`: the adjoint of `inputCombination`.
+@inline(__always)
+private func inputAdjoint<V: SIMD>(_ y: (V, V, V, V, V, V)) -> (V, V, V, V, V, V) where V.Scalar == Float {
+    let (y0, y1, y2, y3, y4, y5) = y
+    let (four, five, two) = (V(repeating: 4), V(repeating: 5), V(repeating: 2))
+    let (plus, minus) = (y1 + y2, y2 - y1)
+    let (plus34, minus34) = (y3 + y4, y4 - y3)
+    return (
+        four * y0,
+        four * minus + two * minus34 + four * y5,
+        -five * y0 - four * plus - plus34,
+        -minus - two * minus34 - five * y5,
+        y0 + plus + plus34,
+        y5
+    )
+}
+
+/// `Aᵀ x`: 4 outputs from 6 values.
+@inline(__always)
+private func outputCombination<V: SIMD>(_ x: (V, V, V, V, V, V)) -> (V, V, V, V) where V.Scalar == Float {
+    let (x0, x1, x2, x3, x4, x5) = x
+    let (two, four, eight) = (V(repeating: 2), V(repeating: 4), V(repeating: 8))
+    let (p12, m12, p34, m34) = (x1 + x2, x1 - x2, x3 + x4, x3 - x4)
+    return (x0 + p12 + p34, m12 + two * m34, p12 + four * p34, m12 + eight * m34 + x5)
+}
+
+/// `A z`: the adjoint of `outputCombination`, 6 values from 4.
+@inline(__always)
+private func outputAdjoint<V: SIMD>(_ z: (V, V, V, V)) -> (V, V, V, V, V, V) where V.Scalar == Float {
+    let (z0, z1, z2, z3) = z
+    let (two, four, eight) = (V(repeating: 2), V(repeating: 4), V(repeating: 8))
+    let (even, odd) = (z0 + z2, z1 + z3)
+    let (even4, odd4) = (z0 + four * z2, two * z1 + eight * z3)
+    return (z0, even + odd, even - odd, even4 + odd4, even4 - odd4, z3)
+}
+
+/// `G g`: 6 values from a filter row or column.
+@inline(__always)
+private func filterCombination(_ g0: Float, _ g1: Float, _ g2: Float) -> (Float, Float, Float, Float, Float, Float) {
+    let even = g0 + g2
+    return (
+        g0 / 4, -(even + g1) / 6, -(even - g1) / 6, g0 / 24 + g1 / 12 + g2 / 6, g0 / 24 - g1 / 12 + g2 / 6, g2
+    )
+}
+
+/// `Gᵀ u`: the adjoint of `filterCombination`.
+@inline(__always)
+private func filterAdjoint(_ u: (Float, Float, Float, Float, Float, Float)) -> (Float, Float, Float) {
+    let (u0, u1, u2, u3, u4, u5) = u
+    let (p12, m12, p34, m34) = (u1 + u2, u2 - u1, u3 + u4, u3 - u4)
+    return (u0 / 4 - p12 / 6 + p34 / 24, m12 / 6 + m34 / 12, -p12 / 6 + p34 / 6 + u5)
+}
+
+// MARK: - Filters
+
+/// Floats from one position of U (or dU) to the next, and of all of it.
+func winogradFilterStride(outputChannels f: Int, inputChannels c: Int) -> Int { winogradPositionStride(f * c) }
+func winogradFilterSize(outputChannels f: Int, inputChannels c: Int) -> Int {
+    winogradPositions * winogradFilterStride(outputChannels: f, inputChannels: c)
 }
 
 /// `U[ξ, f, c] = (G g Gᵀ)[ξ]` for weights [F, C, 3, 3].
 func winogradFilterTransform(
     weight: UnsafePointer<Float>, outputChannels f: Int, inputChannels c: Int, transformed: UnsafeMutablePointer<Float>
 ) {
-    let plane = f * c
-    for pair in 0..<plane {
+    let plane = winogradFilterStride(outputChannels: f, inputChannels: c)
+    for pair in 0..<f * c {
         let g = weight + pair * 9
-        // G g (4×3: one SIMD4 per row, from the filter's rows), then (G g) Gᵀ row by row.
-        let (g0, g1, g2) = (SIMD4(g[0], g[1], g[2], 0), SIMD4(g[3], g[4], g[5], 0), SIMD4(g[6], g[7], g[8], 0))
-        let rows = (g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2)
-        @inline(__always) func store(_ row: Int, _ r: SIMD4<Float>) {
-            transformed[(row * 4 + 0) * plane + pair] = r[0]
-            transformed[(row * 4 + 1) * plane + pair] = 0.5 * (r[0] + r[1] + r[2])
-            transformed[(row * 4 + 2) * plane + pair] = 0.5 * (r[0] - r[1] + r[2])
-            transformed[(row * 4 + 3) * plane + pair] = r[2]
+        // G g column by column (6×3), then (G g) Gᵀ row by row.
+        let columns = (
+            filterCombination(g[0], g[3], g[6]), filterCombination(g[1], g[4], g[7]),
+            filterCombination(g[2], g[5], g[8])
+        )
+        @inline(__always) func store(_ row: Int, _ a: Float, _ b: Float, _ c: Float) {
+            let u = filterCombination(a, b, c)
+            let target = transformed + row * 6 * plane + pair
+            (target[0], target[plane], target[2 * plane]) = (u.0, u.1, u.2)
+            (target[3 * plane], target[4 * plane], target[5 * plane]) = (u.3, u.4, u.5)
         }
-        store(0, rows.0)
-        store(1, rows.1)
-        store(2, rows.2)
-        store(3, rows.3)
+        store(0, columns.0.0, columns.1.0, columns.2.0)
+        store(1, columns.0.1, columns.1.1, columns.2.1)
+        store(2, columns.0.2, columns.1.2, columns.2.2)
+        store(3, columns.0.3, columns.1.3, columns.2.3)
+        store(4, columns.0.4, columns.1.4, columns.2.4)
+        store(5, columns.0.5, columns.1.5, columns.2.5)
     }
 }
 
@@ -71,26 +200,31 @@ func winogradFilterGradient(
     transformedGradient d: UnsafePointer<Float>, outputChannels f: Int, inputChannels c: Int,
     weightGradient: UnsafeMutablePointer<Float>
 ) {
-    let plane = f * c
-    for pair in 0..<plane {
-        @inline(__always) func row(_ i: Int) -> SIMD4<Float> {
-            SIMD4(d[(i * 4) * plane + pair], d[(i * 4 + 1) * plane + pair], d[(i * 4 + 2) * plane + pair],
-                d[(i * 4 + 3) * plane + pair])
+    let plane = winogradFilterStride(outputChannels: f, inputChannels: c)
+    for pair in 0..<f * c {
+        // dU G row by row (3 values from each row's 6), then Gᵀ (dU G) column by column.
+        @inline(__always) func row(_ k: Int) -> (Float, Float, Float) {
+            let s = d + k * 6 * plane + pair
+            return filterAdjoint((s[0], s[plane], s[2 * plane], s[3 * plane], s[4 * plane], s[5 * plane]))
         }
-        let (u0, u1, u2, u3) = (row(0), row(1), row(2), row(3))
-        // Gᵀ dU (3×4), then (Gᵀ dU) G.
-        let q = (u0 + 0.5 * (u1 + u2), 0.5 * (u1 - u2), 0.5 * (u1 + u2) + u3)
+        let q = (row(0), row(1), row(2), row(3), row(4), row(5))
         let dg = weightGradient + pair * 9
-        @inline(__always) func add(_ index: Int, _ r: SIMD4<Float>) {
-            dg[index * 3] += r[0] + 0.5 * (r[1] + r[2])
-            dg[index * 3 + 1] += 0.5 * (r[1] - r[2])
-            dg[index * 3 + 2] += 0.5 * (r[1] + r[2]) + r[3]
-        }
-        add(0, q.0)
-        add(1, q.1)
-        add(2, q.2)
+        let c0 = filterAdjoint((q.0.0, q.1.0, q.2.0, q.3.0, q.4.0, q.5.0))
+        let c1 = filterAdjoint((q.0.1, q.1.1, q.2.1, q.3.1, q.4.1, q.5.1))
+        let c2 = filterAdjoint((q.0.2, q.1.2, q.2.2, q.3.2, q.4.2, q.5.2))
+        dg[0] += c0.0
+        dg[1] += c1.0
+        dg[2] += c2.0
+        dg[3] += c0.1
+        dg[4] += c1.1
+        dg[5] += c2.1
+        dg[6] += c0.2
+        dg[7] += c1.2
+        dg[8] += c2.2
     }
 }
+
+// MARK: - SIMD helpers
 
 /// Copies one channel plane into the padded plane (zeros elsewhere).
 @inline(__always)
@@ -106,33 +240,48 @@ private func padPlane(_ source: UnsafePointer<Float>, _ w: WinogradGeometry, int
 }
 
 @inline(__always)
-private func load8(_ p: UnsafePointer<Float>) -> SIMD8<Float> {
-    UnsafeRawPointer(p).loadUnaligned(as: SIMD8<Float>.self)
-}
-
-/// The first `count` lanes of a group at `p` (tiles past the row's end are not there).
-@inline(__always)
-private func load4(_ p: UnsafePointer<Float>, count: Int) -> SIMD4<Float> {
-    if count == 4 { return UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self) }
-    var v = SIMD4<Float>()
-    for lane in 0..<count { v[lane] = p[lane] }
-    return v
+private func load(_ p: UnsafePointer<Float>) -> SIMD4<Float> {
+    UnsafeRawPointer(p).loadUnaligned(as: SIMD4<Float>.self)
 }
 
 @inline(__always)
-private func store4(_ v: SIMD4<Float>, _ p: UnsafeMutablePointer<Float>, count: Int) {
-    if count == 4 {
-        UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD4<Float>.self)
-    } else {
-        for lane in 0..<count { p[lane] = v[lane] }
-    }
+private func store(_ v: SIMD4<Float>, _ p: UnsafeMutablePointer<Float>) {
+    UnsafeMutableRawPointer(p).storeBytes(of: v, as: SIMD4<Float>.self)
 }
 
-/// Lanes of `even` and `odd` alternated: tile k's two columns side by side.
+/// Rows become columns: lane k of result j is lane j of `r.k`.
 @inline(__always)
-private func interleave(_ even: SIMD4<Float>, _ odd: SIMD4<Float>) -> SIMD8<Float> {
-    SIMD8(even[0], odd[0], even[1], odd[1], even[2], odd[2], even[3], odd[3])
+private func transpose(
+    _ r0: SIMD4<Float>, _ r1: SIMD4<Float>, _ r2: SIMD4<Float>, _ r3: SIMD4<Float>
+) -> (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>) {
+    (
+        SIMD4(r0[0], r1[0], r2[0], r3[0]), SIMD4(r0[1], r1[1], r2[1], r3[1]),
+        SIMD4(r0[2], r1[2], r2[2], r3[2]), SIMD4(r0[3], r1[3], r2[3], r3[3])
+    )
 }
+
+/// Row `i` of the 6×6 patches of 4 tiles as 6 columns: lane k of column j is `p[offsets[k] + j]`.
+@inline(__always)
+private func patchRow(_ p: UnsafePointer<Float>, _ o: (Int, Int, Int, Int)) -> (
+    SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>
+) {
+    let (c0, c1, c2, c3) = transpose(load(p + o.0), load(p + o.1), load(p + o.2), load(p + o.3))
+    return (
+        c0, c1, c2, c3, SIMD4(p[o.0 + 4], p[o.1 + 4], p[o.2 + 4], p[o.3 + 4]),
+        SIMD4(p[o.0 + 5], p[o.1 + 5], p[o.2 + 5], p[o.3 + 5])
+    )
+}
+
+@inline(__always)
+private func four(_ a: UnsafePointer<Int>, _ group: Int) -> (Int, Int, Int, Int) {
+    (a[4 * group], a[4 * group + 1], a[4 * group + 2], a[4 * group + 3])
+}
+
+/// Six SIMD4 values of one row or column of the transform domain, kept in a small scratch between
+/// the two passes of a transform (36 of them would not fit in registers).
+private typealias Six = (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>)
+
+// MARK: - Inputs
 
 /// `V[ξ, c, t] = (Bᵀ d B)[ξ]` for every channel and tile of one image [c, h, w].
 func winogradInputTransform(
@@ -140,167 +289,210 @@ func winogradInputTransform(
     transformed: UnsafeMutablePointer<Float>
 ) {
     let g = w.convolution
-    let (tiles, tileColumns, pw) = (w.tiles, w.tileColumns, w.paddedWidth)
-    let stride = g.channels * tiles
-    for channel in 0..<g.channels {
-        padPlane(image + channel * g.inputPixels, w, into: padded)
-        let out = transformed + channel * tiles
-        for tileRow in 0..<w.tileRows {
-            let top = UnsafePointer(padded + 2 * tileRow * pw)
-            for group in 0..<w.tileGroups {
-                let count = min(4, tileColumns - 4 * group)
-                let target = out + tileRow * tileColumns + 4 * group
-                // Bᵀ d, one patch column j at a time (rows d0 - d2, d1 + d2, d2 - d1, d1 - d3): column j
-                // of 4 tiles side by side is the even or odd lanes of 8 plane columns.
-                @inline(__always) func column(_ j: Int) -> (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>) {
-                    let offset = 8 * group + (j & 2)
-                    @inline(__always) func lane(_ i: Int) -> SIMD4<Float> {
-                        let run = load8(top + i * pw + offset)
-                        return j & 1 == 0 ? run.evenHalf : run.oddHalf
+    let (columns, pw) = (w.columns, w.paddedWidth)
+    let stride = w.inputStride
+    w.patchOffsets.withUnsafeBufferPointer { offsets in
+        withUnsafeTemporaryAllocation(of: Six.self, capacity: 6) { rows in
+            for channel in 0..<g.channels {
+                padPlane(image + channel * g.inputPixels, w, into: padded)
+                let plane = UnsafePointer(padded)
+                for group in 0..<columns / 4 {
+                    let o = four(offsets.baseAddress!, group)
+                    let target = transformed + channel * columns + 4 * group
+                    // d B, one patch row at a time (4 tiles in the lanes) ...
+                    for i in 0..<6 { rows[i] = inputCombination(patchRow(plane + i * pw, o)) }
+                    // ... then Bᵀ (d B), one column at a time; ξ = 6k + l.
+                    @inline(__always) func column(_ l: Int, _ x: Six) {
+                        let v = inputCombination(x)
+                        store(v.0, target + l * stride)
+                        store(v.1, target + (6 + l) * stride)
+                        store(v.2, target + (12 + l) * stride)
+                        store(v.3, target + (18 + l) * stride)
+                        store(v.4, target + (24 + l) * stride)
+                        store(v.5, target + (30 + l) * stride)
                     }
-                    let (d0, d1, d2, d3) = (lane(0), lane(1), lane(2), lane(3))
-                    return (d0 - d2, d1 + d2, d2 - d1, d1 - d3)
+                    column(0, (rows[0].0, rows[1].0, rows[2].0, rows[3].0, rows[4].0, rows[5].0))
+                    column(1, (rows[0].1, rows[1].1, rows[2].1, rows[3].1, rows[4].1, rows[5].1))
+                    column(2, (rows[0].2, rows[1].2, rows[2].2, rows[3].2, rows[4].2, rows[5].2))
+                    column(3, (rows[0].3, rows[1].3, rows[2].3, rows[3].3, rows[4].3, rows[5].3))
+                    column(4, (rows[0].4, rows[1].4, rows[2].4, rows[3].4, rows[4].4, rows[5].4))
+                    column(5, (rows[0].5, rows[1].5, rows[2].5, rows[3].5, rows[4].5, rows[5].5))
                 }
-                let (c0, c1, c2, c3) = (column(0), column(1), column(2), column(3))
-                // Then the same combination across the columns, for each row i of Bᵀ d.
-                @inline(__always) func store(_ i: Int, _ a: SIMD4<Float>, _ b: SIMD4<Float>, _ c: SIMD4<Float>, _ d: SIMD4<Float>) {
-                    store4(a - c, target + (i * 4) * stride, count: count)
-                    store4(b + c, target + (i * 4 + 1) * stride, count: count)
-                    store4(c - b, target + (i * 4 + 2) * stride, count: count)
-                    store4(b - d, target + (i * 4 + 3) * stride, count: count)
-                }
-                store(0, c0.0, c1.0, c2.0, c3.0)
-                store(1, c0.1, c1.1, c2.1, c3.1)
-                store(2, c0.2, c1.2, c2.2, c3.2)
-                store(3, c0.3, c1.3, c2.3, c3.3)
             }
         }
     }
 }
 
 /// Adds `B dV Bᵀ` of every tile onto the overlapping patches, and writes the input gradient [c, h, w]:
-/// the adjoint of `winogradInputTransform` (padding and overhang are dropped).
+/// the adjoint of `winogradInputTransform` (padding and overhang are dropped). The phantom tiles'
+/// dV is zero (their dM is), so adding it onto tile 0's patch changes nothing.
 func winogradInputGradient(
     transformedGradient dv: UnsafePointer<Float>, geometry w: WinogradGeometry, padded: UnsafeMutablePointer<Float>,
     inputGradient: UnsafeMutablePointer<Float>
 ) {
     let g = w.convolution
-    let (tiles, tileColumns, pw) = (w.tiles, w.tileColumns, w.paddedWidth)
-    let stride = g.channels * tiles
-    for channel in 0..<g.channels {
-        padded.update(repeating: 0, count: w.paddedPlaneSize)
-        let source = dv + channel * tiles
-        for tileRow in 0..<w.tileRows {
-            let top = padded + 2 * tileRow * pw
-            for group in 0..<w.tileGroups {
-                let count = min(4, tileColumns - 4 * group)
-                let from = source + tileRow * tileColumns + 4 * group
-                // dV Bᵀ, one row i of dV at a time (columns v0, v1 - v2 + v3, v1 + v2 - v0, -v3) ...
-                @inline(__always) func row(_ i: Int) -> (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>) {
-                    let v0 = load4(from + (i * 4) * stride, count: count)
-                    let v1 = load4(from + (i * 4 + 1) * stride, count: count)
-                    let v2 = load4(from + (i * 4 + 2) * stride, count: count)
-                    let v3 = load4(from + (i * 4 + 3) * stride, count: count)
-                    return (v0, v1 - v2 + v3, v1 + v2 - v0, -v3)
+    let (columns, pw) = (w.columns, w.paddedWidth)
+    let stride = w.inputStride
+    w.patchOffsets.withUnsafeBufferPointer { offsets in
+        withUnsafeTemporaryAllocation(of: Six.self, capacity: 6) { rows in
+            for channel in 0..<g.channels {
+                padded.update(repeating: 0, count: w.paddedHeight * pw)
+                for group in 0..<columns / 4 {
+                    let o = four(offsets.baseAddress!, group)
+                    let from = dv + channel * columns + 4 * group
+                    // dV Bᵀ, one row k of dV at a time ...
+                    for k in 0..<6 {
+                        let row = from + 6 * k * stride
+                        rows[k] = inputAdjoint(
+                            (
+                                load(row), load(row + stride), load(row + 2 * stride), load(row + 3 * stride),
+                                load(row + 4 * stride), load(row + 5 * stride)
+                            ))
+                    }
+                    // ... then B on the left, column j at a time, and each tile's 6×6 patch added onto
+                    // the plane row by row, one tile after another (their patches overlap).
+                    let c = (
+                        inputAdjoint((rows[0].0, rows[1].0, rows[2].0, rows[3].0, rows[4].0, rows[5].0)),
+                        inputAdjoint((rows[0].1, rows[1].1, rows[2].1, rows[3].1, rows[4].1, rows[5].1)),
+                        inputAdjoint((rows[0].2, rows[1].2, rows[2].2, rows[3].2, rows[4].2, rows[5].2)),
+                        inputAdjoint((rows[0].3, rows[1].3, rows[2].3, rows[3].3, rows[4].3, rows[5].3)),
+                        inputAdjoint((rows[0].4, rows[1].4, rows[2].4, rows[3].4, rows[4].4, rows[5].4)),
+                        inputAdjoint((rows[0].5, rows[1].5, rows[2].5, rows[3].5, rows[4].5, rows[5].5))
+                    )
+                    @inline(__always) func add(_ i: Int, _ x: Six) {
+                        let p = padded + i * pw
+                        let (t0, t1, t2, t3) = transpose(x.0, x.1, x.2, x.3)
+                        @inline(__always) func tile(_ offset: Int, _ t: SIMD4<Float>, _ lane: Int) {
+                            store(load(p + offset) + t, p + offset)
+                            p[offset + 4] += x.4[lane]
+                            p[offset + 5] += x.5[lane]
+                        }
+                        tile(o.0, t0, 0)
+                        tile(o.1, t1, 1)
+                        tile(o.2, t2, 2)
+                        tile(o.3, t3, 3)
+                    }
+                    add(0, (c.0.0, c.1.0, c.2.0, c.3.0, c.4.0, c.5.0))
+                    add(1, (c.0.1, c.1.1, c.2.1, c.3.1, c.4.1, c.5.1))
+                    add(2, (c.0.2, c.1.2, c.2.2, c.3.2, c.4.2, c.5.2))
+                    add(3, (c.0.3, c.1.3, c.2.3, c.3.3, c.4.3, c.5.3))
+                    add(4, (c.0.4, c.1.4, c.2.4, c.3.4, c.4.4, c.5.4))
+                    add(5, (c.0.5, c.1.5, c.2.5, c.3.5, c.4.5, c.5.5))
                 }
-                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3))
-                // ... then B on the left, added onto the patch row by row; a tile's columns 0-1 and
-                // 2-3 go on as two interleaved runs (its right neighbour overlaps the second).
-                @inline(__always) func add(_ i: Int, _ a: SIMD4<Float>, _ b: SIMD4<Float>, _ c: SIMD4<Float>, _ d: SIMD4<Float>) {
-                    let p = top + i * pw + 8 * group
-                    UnsafeMutableRawPointer(p).storeBytes(of: load8(p) + interleave(a, b), as: SIMD8<Float>.self)
-                    UnsafeMutableRawPointer(p + 2).storeBytes(of: load8(p + 2) + interleave(c, d), as: SIMD8<Float>.self)
+                let plane = inputGradient + channel * g.inputPixels
+                for y in 0..<g.height {
+                    (plane + y * g.width).update(from: padded + (y + g.padding) * pw + g.padding, count: g.width)
                 }
-                add(0, r0.0, r0.1, r0.2, r0.3)
-                add(1, r1.0 - r2.0 + r3.0, r1.1 - r2.1 + r3.1, r1.2 - r2.2 + r3.2, r1.3 - r2.3 + r3.3)
-                add(2, r1.0 + r2.0 - r0.0, r1.1 + r2.1 - r0.1, r1.2 + r2.2 - r0.2, r1.3 + r2.3 - r0.3)
-                add(3, -r3.0, -r3.1, -r3.2, -r3.3)
             }
-        }
-        let plane = inputGradient + channel * g.inputPixels
-        for y in 0..<g.height {
-            (plane + y * g.width).update(from: padded + (y + g.padding) * pw + g.padding, count: g.width)
         }
     }
 }
 
-/// `output[f, oh, ow] = (Aᵀ M A)` of every tile, plus the bias; the overhang of odd sizes is dropped.
+// MARK: - Outputs
+
+/// `output[f, oh, ow] = (Aᵀ M A)` of every tile, plus the bias; the overhang of sizes that are not
+/// multiples of 4, and the phantom tiles, are dropped.
 func winogradOutputTransform(
     transformed m: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
     bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
-    let (tiles, tileColumns) = (w.tiles, w.tileColumns)
-    let stride = f * tiles
-    for channel in 0..<f {
-        let source = m + channel * tiles
-        let plane = output + channel * oh * ow
-        let b = SIMD4<Float>(repeating: bias[channel])
-        for tileRow in 0..<w.tileRows {
-            for group in 0..<w.tileGroups {
-                let count = min(4, tileColumns - 4 * group)
-                let from = source + tileRow * tileColumns + 4 * group
-                // Aᵀ M one column j at a time (rows m0 + m1 + m2 and m1 - m2 - m3).
-                @inline(__always) func column(_ j: Int) -> (SIMD4<Float>, SIMD4<Float>) {
-                    let m0 = load4(from + j * stride, count: count)
-                    let m1 = load4(from + (4 + j) * stride, count: count)
-                    let m2 = load4(from + (8 + j) * stride, count: count)
-                    let m3 = load4(from + (12 + j) * stride, count: count)
-                    return (m0 + m1 + m2, m1 - m2 - m3)
-                }
-                let (c0, c1, c2, c3) = (column(0), column(1), column(2), column(3))
-                let (y, x) = (2 * tileRow, 8 * group)
-                // Then (Aᵀ M) A across the columns, two outputs a tile per row.
-                @inline(__always) func write(_ y: Int, _ a: SIMD4<Float>, _ b0: SIMD4<Float>, _ c: SIMD4<Float>, _ d: SIMD4<Float>) {
-                    guard y < oh else { return }
-                    let run = interleave(a + b0 + c + b, b0 - c - d + b)
-                    let p = plane + y * ow + x
-                    if x + 8 <= ow {
-                        UnsafeMutableRawPointer(p).storeBytes(of: run, as: SIMD8<Float>.self)
-                    } else {
-                        for lane in 0..<(ow - x) { p[lane] = run[lane] }
+    let columns = w.columns
+    let stride = w.outputStride(outputChannels: f)
+    w.outputOffsets.withUnsafeBufferPointer { offsets in
+        w.outputRows.withUnsafeBufferPointer { validRows in
+            w.outputColumns.withUnsafeBufferPointer { validColumns in
+                for channel in 0..<f {
+                    let plane = output + channel * oh * ow
+                    let b = SIMD4<Float>(repeating: bias[channel])
+                    for group in 0..<columns / 4 {
+                        let from = m + channel * columns + 4 * group
+                        // Aᵀ M one column l at a time (4 rows from 6) ...
+                        @inline(__always) func column(_ l: Int) -> (
+                            SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>
+                        ) {
+                            let p = from + l * stride
+                            return outputCombination(
+                                (
+                                    load(p), load(p + 6 * stride), load(p + 12 * stride), load(p + 18 * stride),
+                                    load(p + 24 * stride), load(p + 30 * stride)
+                                ))
+                        }
+                        let (c0, c1, c2, c3, c4, c5) = (
+                            column(0), column(1), column(2), column(3), column(4), column(5)
+                        )
+                        // ... then (Aᵀ M) A across the columns: row r of each tile's 4×4 outputs.
+                        @inline(__always) func write(_ r: Int, _ row: Six) {
+                            let o = outputCombination(row)
+                            let (t0, t1, t2, t3) = transpose(o.0 + b, o.1 + b, o.2 + b, o.3 + b)
+                            @inline(__always) func tile(_ lane: Int, _ t: SIMD4<Float>) {
+                                let tile = 4 * group + lane
+                                guard r < validRows[tile] else { return }
+                                let p = plane + offsets[tile] + r * ow
+                                if validColumns[tile] == 4 {
+                                    store(t, p)
+                                } else {
+                                    for x in 0..<validColumns[tile] { p[x] = t[x] }
+                                }
+                            }
+                            tile(0, t0)
+                            tile(1, t1)
+                            tile(2, t2)
+                            tile(3, t3)
+                        }
+                        write(0, (c0.0, c1.0, c2.0, c3.0, c4.0, c5.0))
+                        write(1, (c0.1, c1.1, c2.1, c3.1, c4.1, c5.1))
+                        write(2, (c0.2, c1.2, c2.2, c3.2, c4.2, c5.2))
+                        write(3, (c0.3, c1.3, c2.3, c3.3, c4.3, c5.3))
                     }
                 }
-                write(y, c0.0, c1.0, c2.0, c3.0)
-                write(y + 1, c0.1, c1.1, c2.1, c3.1)
             }
         }
     }
 }
 
-/// `dM = A dY Aᵀ` of every tile of the output gradient [f, oh, ow] (outside the output: zero).
-/// `padded` holds one output plane at a time, widened to whole tile groups.
+/// `dM = A dY Aᵀ` of every tile of the output gradient [f, oh, ow] (outside the output, and for the
+/// phantom tiles: zero). `padded` holds one output plane at a time, widened to whole tiles.
 func winogradOutputGradientTransform(
     outputGradient dy: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
     padded: UnsafeMutablePointer<Float>, transformed: UnsafeMutablePointer<Float>
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
-    let (tiles, tileColumns) = (w.tiles, w.tileColumns)
-    let (rows, width) = (2 * w.tileRows, 8 * w.tileGroups)
-    let stride = f * tiles
-    for channel in 0..<f {
-        let plane = dy + channel * oh * ow
-        padded.update(repeating: 0, count: rows * width)
-        for y in 0..<oh { (padded + y * width).update(from: plane + y * ow, count: ow) }
-        let out = transformed + channel * tiles
-        for tileRow in 0..<w.tileRows {
-            for group in 0..<w.tileGroups {
-                let count = min(4, tileColumns - 4 * group)
-                let target = out + tileRow * tileColumns + 4 * group
-                let top = load8(padded + 2 * tileRow * width + 8 * group)
-                let bottom = load8(padded + (2 * tileRow + 1) * width + 8 * group)
-                let (a0, a1, b0, b1) = (top.evenHalf, top.oddHalf, bottom.evenHalf, bottom.oddHalf)
-                // A dY on rows (a, a + b, a - b, -b), then (A dY) Aᵀ on columns.
-                @inline(__always) func store(_ i: Int, _ r0: SIMD4<Float>, _ r1: SIMD4<Float>) {
-                    store4(r0, target + (i * 4) * stride, count: count)
-                    store4(r0 + r1, target + (i * 4 + 1) * stride, count: count)
-                    store4(r0 - r1, target + (i * 4 + 2) * stride, count: count)
-                    store4(-r1, target + (i * 4 + 3) * stride, count: count)
+    let (columns, width) = (w.columns, w.gradientWidth)
+    let stride = w.outputStride(outputChannels: f)
+    w.gradientOffsets.withUnsafeBufferPointer { offsets in
+        for channel in 0..<f {
+            let plane = dy + channel * oh * ow
+            padded.update(repeating: 0, count: w.gradientHeight * width)
+            for y in 0..<oh { (padded + y * width).update(from: plane + y * ow, count: ow) }
+            let source = UnsafePointer(padded)
+            for group in 0..<columns / 4 {
+                let o = four(offsets.baseAddress!, group)
+                let target = transformed + channel * columns + 4 * group
+                // dY Aᵀ on each of the tiles' 4 rows (6 values from 4 columns) ...
+                @inline(__always) func row(_ r: Int) -> Six {
+                    let p = source + r * width
+                    return outputAdjoint(transpose(load(p + o.0), load(p + o.1), load(p + o.2), load(p + o.3)))
                 }
-                store(0, a0, a1)
-                store(1, a0 + b0, a1 + b1)
-                store(2, a0 - b0, a1 - b1)
-                store(3, -b0, -b1)
+                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3))
+                // ... then A on the left, column l at a time; ξ = 6k + l.
+                @inline(__always) func column(
+                    _ l: Int, _ z: (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>)
+                ) {
+                    let v = outputAdjoint(z)
+                    store(v.0, target + l * stride)
+                    store(v.1, target + (6 + l) * stride)
+                    store(v.2, target + (12 + l) * stride)
+                    store(v.3, target + (18 + l) * stride)
+                    store(v.4, target + (24 + l) * stride)
+                    store(v.5, target + (30 + l) * stride)
+                }
+                column(0, (r0.0, r1.0, r2.0, r3.0))
+                column(1, (r0.1, r1.1, r2.1, r3.1))
+                column(2, (r0.2, r1.2, r2.2, r3.2))
+                column(3, (r0.3, r1.3, r2.3, r3.3))
+                column(4, (r0.4, r1.4, r2.4, r3.4))
+                column(5, (r0.5, r1.5, r2.5, r3.5))
             }
         }
     }
@@ -317,14 +509,18 @@ func winogradConvolutionForward(
     transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
     output: UnsafeMutablePointer<Float>
 ) {
-    let (c, tiles) = (w.convolution.channels, w.tiles)
+    let (c, columns) = (w.convolution.channels, w.columns)
+    let (uStride, vStride, mStride) = (
+        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride, w.outputStride(outputChannels: f)
+    )
     let v = scratch
     let m = v + w.inputTransformSize
-    winogradInputTransform(image: image, geometry: w, padded: m + w.outputTransformSize(outputChannels: f), transformed: v)
-    for xi in 0..<16 {
+    winogradInputTransform(
+        image: image, geometry: w, padded: m + w.outputTransformSize(outputChannels: f), transformed: v)
+    for xi in 0..<winogradPositions {
         gemm(
-            transposeA: false, transposeB: false, m: f, n: tiles, k: c, a: u + xi * f * c, b: v + xi * c * tiles,
-            c: m + xi * f * tiles)
+            transposeA: false, transposeB: false, m: f, n: columns, k: c, a: u + xi * uStride, b: v + xi * vStride,
+            c: m + xi * mStride)
     }
     winogradOutputTransform(transformed: m, geometry: w, outputChannels: f, bias: bias, output: output)
 }
@@ -338,7 +534,10 @@ func winogradConvolutionBackward(
     scratch: UnsafeMutablePointer<Float>, transformedWeightGradient du: UnsafeMutablePointer<Float>,
     biasGradient: UnsafeMutablePointer<Float>, inputGradient: UnsafeMutablePointer<Float>?
 ) {
-    let (c, tiles) = (w.convolution.channels, w.tiles)
+    let (c, columns) = (w.convolution.channels, w.columns)
+    let (uStride, vStride, mStride) = (
+        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride, w.outputStride(outputChannels: f)
+    )
     let pixels = w.convolution.outputPixels
     let v = scratch
     let dm = v + w.inputTransformSize
@@ -347,17 +546,18 @@ func winogradConvolutionBackward(
     winogradOutputGradientTransform(
         outputGradient: dy, geometry: w, outputChannels: f, padded: padded, transformed: dm)
     for channel in 0..<f { biasGradient[channel] += sum(dy + channel * pixels, count: pixels) }
-    for xi in 0..<16 {
+    for xi in 0..<winogradPositions {
         gemm(
-            transposeA: false, transposeB: true, m: f, n: c, k: tiles, a: dm + xi * f * tiles, b: v + xi * c * tiles,
-            beta: 1, c: du + xi * f * c)
+            transposeA: false, transposeB: true, m: f, n: c, k: columns, a: dm + xi * mStride,
+            b: v + xi * vStride,
+            beta: 1, c: du + xi * uStride)
     }
     guard let inputGradient else { return }
     // dV overwrites V, which the weight gradient no longer needs.
-    for xi in 0..<16 {
+    for xi in 0..<winogradPositions {
         gemm(
-            transposeA: true, transposeB: false, m: c, n: tiles, k: f, a: u + xi * f * c, b: dm + xi * f * tiles,
-            c: v + xi * c * tiles)
+            transposeA: true, transposeB: false, m: c, n: columns, k: f, a: u + xi * uStride, b: dm + xi * mStride,
+            c: v + xi * vStride)
     }
     winogradInputGradient(transformedGradient: v, geometry: w, padded: padded, inputGradient: inputGradient)
 }

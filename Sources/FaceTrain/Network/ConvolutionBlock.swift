@@ -162,7 +162,10 @@ struct ConvolutionBlock: Sendable {
         // an update copies the weights on write, and then the comparison ends at the first change.
         if transformedFrom == conv.weight.value.scalars { return transformedWeight.pointer }
         transformedFrom = conv.weight.value.scalars
-        transformedWeight.resize(16 * conv.weight.value.count / 9)
+        transformedWeight.resize(
+            winogradFilterSize(
+                outputChannels: conv.outputChannels, inputChannels: conv.weight.value.count / (9 * conv.outputChannels))
+        )
         conv.weight.value.scalars.withUnsafeBufferPointer { weight in
             winogradFilterTransform(
                 weight: weight.baseAddress!, outputChannels: conv.outputChannels,
@@ -271,7 +274,7 @@ struct ConvolutionBlock: Sendable {
         let transformed = transformWeights(conv, winograd)
         // Per chunk: the kernel's scratch (im2col's columns and their gradient, or Winograd's
         // transforms and the chunk's dU), dY, then partial dW and dBias.
-        let transformedWeightSize = 16 * weightSize / 9
+        let transformedWeightSize = winogradFilterSize(outputChannels: f, inputChannels: g.channels)
         let workSize =
             winograd.map { winogradScratchSize($0, outputChannels: f) + transformedWeightSize } ?? 2 * columnSize
         let perChunk = workSize + outputSize + weightSize + f

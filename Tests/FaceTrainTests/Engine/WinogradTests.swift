@@ -2,7 +2,7 @@ import Testing
 
 @testable import FaceTrain
 
-/// Winograd's F(2×2, 3×3) against im2col + GEMM, the convolution every other path is checked with:
+/// Winograd's F(4×4, 3×3) against im2col + GEMM, the convolution every other path is checked with:
 /// outputs, weight, bias and input gradients, on even and odd planes, paddings 0-2, and a weight
 /// gradient summed in the transform domain over several images.
 @Suite struct WinogradTests {
@@ -16,16 +16,36 @@ import Testing
     }
 
     static let cases = [
-        Case(geometry: .init(channels: 8, height: 6, width: 6, kernelSize: 3, stride: 1, padding: 1), outputChannels: 5),
-        Case(geometry: .init(channels: 8, height: 5, width: 7, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
-        Case(geometry: .init(channels: 9, height: 4, width: 5, kernelSize: 3, stride: 1, padding: 0), outputChannels: 4),
-        Case(geometry: .init(channels: 8, height: 3, width: 3, kernelSize: 3, stride: 1, padding: 2), outputChannels: 2),
-        Case(geometry: .init(channels: 16, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1), outputChannels: 12),
-        Case(geometry: .init(channels: 8, height: 1, width: 1, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
-        // More than one group of 8 tiles a row: whole groups, and a partial one after a whole one.
-        Case(geometry: .init(channels: 8, height: 32, width: 32, kernelSize: 3, stride: 1, padding: 1), outputChannels: 4),
-        Case(geometry: .init(channels: 8, height: 19, width: 37, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
-        Case(geometry: .init(channels: 10, height: 18, width: 35, kernelSize: 3, stride: 1, padding: 0), outputChannels: 2),
+        Case(
+            geometry: .init(channels: 8, height: 6, width: 6, kernelSize: 3, stride: 1, padding: 1), outputChannels: 5),
+        Case(
+            geometry: .init(channels: 8, height: 5, width: 7, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
+        Case(
+            geometry: .init(channels: 9, height: 4, width: 5, kernelSize: 3, stride: 1, padding: 0), outputChannels: 4),
+        Case(
+            geometry: .init(channels: 8, height: 3, width: 3, kernelSize: 3, stride: 1, padding: 2), outputChannels: 2),
+        Case(
+            geometry: .init(channels: 16, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1), outputChannels: 12
+        ),
+        Case(
+            geometry: .init(channels: 8, height: 3, width: 3, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3),
+        // The 80-pixel base's last planes: 10×10 (tiles overhang by 2) and 20×20 (a partial group).
+        Case(
+            geometry: .init(channels: 8, height: 10, width: 10, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3
+        ),
+        Case(
+            geometry: .init(channels: 8, height: 20, width: 20, kernelSize: 3, stride: 1, padding: 1), outputChannels: 2
+        ),
+        // More than one group of 4 tiles (16 columns) a row: whole groups, and a partial one after them.
+        Case(
+            geometry: .init(channels: 8, height: 32, width: 32, kernelSize: 3, stride: 1, padding: 1), outputChannels: 4
+        ),
+        Case(
+            geometry: .init(channels: 8, height: 19, width: 37, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3
+        ),
+        Case(
+            geometry: .init(channels: 10, height: 18, width: 35, kernelSize: 3, stride: 1, padding: 0),
+            outputChannels: 2),
     ]
 
     static func close(_ a: [Float], _ b: [Float], _ what: String) {
@@ -67,7 +87,8 @@ import Testing
         }
 
         // Winograd, with NaN-filled scratch and outputs: every entry it should write, it writes.
-        let transformed = Floats(count: 16 * f * g.channels, repeating: .nan)
+        let transformed = Floats(
+            count: winogradFilterSize(outputChannels: f, inputChannels: g.channels), repeating: .nan)
         winogradFilterTransform(
             weight: weight.pointer, outputChannels: f, inputChannels: g.channels, transformed: transformed.pointer)
         let scratch = Floats(count: winogradScratchSize(winograd, outputChannels: f), repeating: .nan)
@@ -122,7 +143,7 @@ import Testing
         #expect(trained.forward(images, mode: .inference) == restored.forward(images, mode: .inference))
     }
 
-    /// Kernels other than 3×3 stride 1, and thin inputs, stay with im2col.
+    /// Kernels other than 3×3 stride 1, thin inputs and tiny planes stay with im2col.
     @Test func onlyThreeByThreeStrideOneOverEnoughChannels() {
         let base = ConvolutionGeometry(channels: 8, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1)
         #expect(WinogradGeometry(base) != nil)
@@ -139,6 +160,12 @@ import Testing
         g = base
         g.padding = 3
         #expect(WinogradGeometry(g) == nil)
+        // Planes of 2×2 or less: one tile's 36 products cost more than im2col's 9 per output.
+        g = base
+        (g.height, g.width) = (2, 2)
+        #expect(WinogradGeometry(g) == nil)
+        (g.height, g.width) = (3, 3)
+        #expect(WinogradGeometry(g) != nil)
     }
 }
 
