@@ -12,8 +12,10 @@
 ///
 /// Legend: c = input channels, f = output channels, T = tiles (⌈oh/4⌉·⌈ow/4⌉) rounded up to a
 /// multiple of 4 (`WinogradGeometry.columns`), ξ = 6·row + column.
-/// Layouts: U [36, F, C], V and dV [36, C, T], M and dM [36, F, T]. The padded plane scratch holds
-/// one input channel with the padding (and the tiles' overhang) as zeros.
+/// Layouts: U [36, F, C], V and dV [36, C, n·T], M and dM [36, F, n·T] for a group of n images side
+/// by side (image i in columns i·T ..< (i+1)·T), so that each product has n·T columns; each position
+/// ξ starts `winogradPositionStride` floats after the previous one. The plane scratch holds one input
+/// channel with the padding (and the tiles' overhang) as zeros, or one output-gradient channel.
 
 /// Positions of the transform domain: 6×6.
 let winogradPositions = 36
@@ -83,12 +85,24 @@ struct WinogradGeometry: Sendable, Equatable {
             (patch, output, rows, outputColumns, gradient)
     }
 
-    /// Floats from one position of V (or dV) to the next, and of all of V for one image.
-    var inputStride: Int { winogradPositionStride(convolution.channels * columns) }
-    var inputTransformSize: Int { winogradPositions * inputStride }
+    /// Floats from one position of V (or dV) to the next, and of all of V, for a group of images.
+    func inputStride(images: Int) -> Int { winogradPositionStride(convolution.channels * images * columns) }
+    func inputTransformSize(images: Int) -> Int { winogradPositions * inputStride(images: images) }
     /// The same for M (or dM).
-    func outputStride(outputChannels f: Int) -> Int { winogradPositionStride(f * columns) }
-    func outputTransformSize(outputChannels f: Int) -> Int { winogradPositions * outputStride(outputChannels: f) }
+    func outputStride(outputChannels f: Int, images: Int) -> Int { winogradPositionStride(f * images * columns) }
+    func outputTransformSize(outputChannels f: Int, images: Int) -> Int {
+        winogradPositions * outputStride(outputChannels: f, images: images)
+    }
+
+    /// Columns the 36 products should have at least: an 8×8 plane has 4 tiles, and a product that
+    /// thin spends its time packing its operands, not multiplying. Measured with `facetrain bench`
+    /// (ref-small, width 32, train img/s): 520 one image at a time, 662-682 at 64-256 columns.
+    static let groupColumns = 128
+
+    /// Images transformed together, at most `available`: enough for `groupColumns` columns.
+    func imagesPerGroup(available: Int) -> Int {
+        max(1, min(available, (Self.groupColumns + columns - 1) / columns))
+    }
     /// Floats of the plane scratch: the padded input plane or the widened gradient plane.
     var paddedPlaneSize: Int { max(paddedHeight * paddedWidth, gradientHeight * gradientWidth) }
 }
@@ -283,14 +297,15 @@ private typealias Six = (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>,
 
 // MARK: - Inputs
 
-/// `V[ξ, c, t] = (Bᵀ d B)[ξ]` for every channel and tile of one image [c, h, w].
+/// `V[ξ, c, t] = (Bᵀ d B)[ξ]` for every channel and tile of one image [c, h, w], into its columns of
+/// a group of `n` images (`transformed` points at this image's first column).
 func winogradInputTransform(
-    image: UnsafePointer<Float>, geometry w: WinogradGeometry, padded: UnsafeMutablePointer<Float>,
+    image: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, padded: UnsafeMutablePointer<Float>,
     transformed: UnsafeMutablePointer<Float>
 ) {
     let g = w.convolution
     let (columns, pw) = (w.columns, w.paddedWidth)
-    let stride = w.inputStride
+    let stride = w.inputStride(images: n)
     w.patchOffsets.withUnsafeBufferPointer { offsets in
         withUnsafeTemporaryAllocation(of: Six.self, capacity: 6) { rows in
             for channel in 0..<g.channels {
@@ -298,7 +313,7 @@ func winogradInputTransform(
                 let plane = UnsafePointer(padded)
                 for group in 0..<columns / 4 {
                     let o = four(offsets.baseAddress!, group)
-                    let target = transformed + channel * columns + 4 * group
+                    let target = transformed + channel * n * columns + 4 * group
                     // d B, one patch row at a time (4 tiles in the lanes) ...
                     for i in 0..<6 { rows[i] = inputCombination(patchRow(plane + i * pw, o)) }
                     // ... then Bᵀ (d B), one column at a time; ξ = 6k + l.
@@ -327,19 +342,20 @@ func winogradInputTransform(
 /// the adjoint of `winogradInputTransform` (padding and overhang are dropped). The phantom tiles'
 /// dV is zero (their dM is), so adding it onto tile 0's patch changes nothing.
 func winogradInputGradient(
-    transformedGradient dv: UnsafePointer<Float>, geometry w: WinogradGeometry, padded: UnsafeMutablePointer<Float>,
+    transformedGradient dv: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int,
+    padded: UnsafeMutablePointer<Float>,
     inputGradient: UnsafeMutablePointer<Float>
 ) {
     let g = w.convolution
     let (columns, pw) = (w.columns, w.paddedWidth)
-    let stride = w.inputStride
+    let stride = w.inputStride(images: n)
     w.patchOffsets.withUnsafeBufferPointer { offsets in
         withUnsafeTemporaryAllocation(of: Six.self, capacity: 6) { rows in
             for channel in 0..<g.channels {
                 padded.update(repeating: 0, count: w.paddedHeight * pw)
                 for group in 0..<columns / 4 {
                     let o = four(offsets.baseAddress!, group)
-                    let from = dv + channel * columns + 4 * group
+                    let from = dv + channel * n * columns + 4 * group
                     // dV Bᵀ, one row k of dV at a time ...
                     for k in 0..<6 {
                         let row = from + 6 * k * stride
@@ -393,12 +409,12 @@ func winogradInputGradient(
 /// `output[f, oh, ow] = (Aᵀ M A)` of every tile, plus the bias; the overhang of sizes that are not
 /// multiples of 4, and the phantom tiles, are dropped.
 func winogradOutputTransform(
-    transformed m: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
+    transformed m: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, outputChannels f: Int,
     bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
     let columns = w.columns
-    let stride = w.outputStride(outputChannels: f)
+    let stride = w.outputStride(outputChannels: f, images: n)
     w.outputOffsets.withUnsafeBufferPointer { offsets in
         w.outputRows.withUnsafeBufferPointer { validRows in
             w.outputColumns.withUnsafeBufferPointer { validColumns in
@@ -406,7 +422,7 @@ func winogradOutputTransform(
                     let plane = output + channel * oh * ow
                     let b = SIMD4<Float>(repeating: bias[channel])
                     for group in 0..<columns / 4 {
-                        let from = m + channel * columns + 4 * group
+                        let from = m + channel * n * columns + 4 * group
                         // Aᵀ M one column l at a time (4 rows from 6) ...
                         @inline(__always) func column(_ l: Int) -> (
                             SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>
@@ -454,12 +470,12 @@ func winogradOutputTransform(
 /// `dM = A dY Aᵀ` of every tile of the output gradient [f, oh, ow] (outside the output, and for the
 /// phantom tiles: zero). `padded` holds one output plane at a time, widened to whole tiles.
 func winogradOutputGradientTransform(
-    outputGradient dy: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
+    outputGradient dy: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, outputChannels f: Int,
     padded: UnsafeMutablePointer<Float>, transformed: UnsafeMutablePointer<Float>
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
     let (columns, width) = (w.columns, w.gradientWidth)
-    let stride = w.outputStride(outputChannels: f)
+    let stride = w.outputStride(outputChannels: f, images: n)
     w.gradientOffsets.withUnsafeBufferPointer { offsets in
         for channel in 0..<f {
             let plane = dy + channel * oh * ow
@@ -468,7 +484,7 @@ func winogradOutputGradientTransform(
             let source = UnsafePointer(padded)
             for group in 0..<columns / 4 {
                 let o = four(offsets.baseAddress!, group)
-                let target = transformed + channel * columns + 4 * group
+                let target = transformed + channel * n * columns + 4 * group
                 // dY Aᵀ on each of the tiles' 4 rows (6 values from 4 columns) ...
                 @inline(__always) func row(_ r: Int) -> Six {
                     let p = source + r * width
@@ -498,58 +514,79 @@ func winogradOutputGradientTransform(
     }
 }
 
-/// Scratch floats one image's Winograd forward or backward needs (V, M and a padded plane).
-func winogradScratchSize(_ w: WinogradGeometry, outputChannels f: Int) -> Int {
-    w.inputTransformSize + w.outputTransformSize(outputChannels: f) + w.paddedPlaneSize
+/// Scratch floats a group of `images` images needs in Winograd's forward or backward (V, M and a
+/// plane).
+func winogradScratchSize(_ w: WinogradGeometry, outputChannels f: Int, images: Int) -> Int {
+    w.inputTransformSize(images: images) + w.outputTransformSize(outputChannels: f, images: images)
+        + w.paddedPlaneSize
 }
 
-/// `output = conv(image) + bias` for one image; `transformedWeight` is `winogradFilterTransform`'s U.
+/// `output = conv(images) + bias` for `count` consecutive images [n, c, h, w] into [n, f, oh, ow],
+/// transformed side by side (one product per position for all of them); `transformedWeight` is
+/// `winogradFilterTransform`'s U.
 func winogradConvolutionForward(
-    image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
+    images: UnsafePointer<Float>, count: Int, geometry w: WinogradGeometry, outputChannels f: Int,
     transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
     output: UnsafeMutablePointer<Float>
 ) {
-    let (c, columns) = (w.convolution.channels, w.columns)
+    let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
+    let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * w.convolution.outputPixels)
     let (uStride, vStride, mStride) = (
-        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride, w.outputStride(outputChannels: f)
+        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride(images: count),
+        w.outputStride(outputChannels: f, images: count)
     )
     let v = scratch
-    let m = v + w.inputTransformSize
-    winogradInputTransform(
-        image: image, geometry: w, padded: m + w.outputTransformSize(outputChannels: f), transformed: v)
+    let m = v + w.inputTransformSize(images: count)
+    let padded = m + w.outputTransformSize(outputChannels: f, images: count)
+    for image in 0..<count {
+        winogradInputTransform(
+            image: images + image * inputSize, geometry: w, images: count, padded: padded,
+            transformed: v + image * tiles)
+    }
     for xi in 0..<winogradPositions {
         gemm(
             transposeA: false, transposeB: false, m: f, n: columns, k: c, a: u + xi * uStride, b: v + xi * vStride,
             c: m + xi * mStride)
     }
-    winogradOutputTransform(transformed: m, geometry: w, outputChannels: f, bias: bias, output: output)
+    for image in 0..<count {
+        winogradOutputTransform(
+            transformed: m + image * tiles, geometry: w, images: count, outputChannels: f, bias: bias,
+            output: output + image * outputSize)
+    }
 }
 
-/// Backward of one image: adds to `transformedWeightGradient` (dU, in the transform domain: the
-/// caller sums it over images and applies `winogradFilterGradient` once) and the bias gradient and,
-/// when `inputGradient` is given, writes dImage.
+/// Backward of `count` consecutive images: adds to `transformedWeightGradient` (dU, in the
+/// transform domain: the caller sums it over groups and applies `winogradFilterGradient` once) and
+/// the bias gradient and, when `inputGradient` is given, writes dImages.
 func winogradConvolutionBackward(
-    image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
+    images: UnsafePointer<Float>, count: Int, geometry w: WinogradGeometry, outputChannels f: Int,
     transformedWeight u: UnsafePointer<Float>, outputGradient dy: UnsafePointer<Float>,
     scratch: UnsafeMutablePointer<Float>, transformedWeightGradient du: UnsafeMutablePointer<Float>,
     biasGradient: UnsafeMutablePointer<Float>, inputGradient: UnsafeMutablePointer<Float>?
 ) {
-    let (c, columns) = (w.convolution.channels, w.columns)
-    let (uStride, vStride, mStride) = (
-        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride, w.outputStride(outputChannels: f)
-    )
+    let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
     let pixels = w.convolution.outputPixels
+    let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * pixels)
+    let (uStride, vStride, mStride) = (
+        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride(images: count),
+        w.outputStride(outputChannels: f, images: count)
+    )
     let v = scratch
-    let dm = v + w.inputTransformSize
-    let padded = dm + w.outputTransformSize(outputChannels: f)
-    winogradInputTransform(image: image, geometry: w, padded: padded, transformed: v)
-    winogradOutputGradientTransform(
-        outputGradient: dy, geometry: w, outputChannels: f, padded: padded, transformed: dm)
-    for channel in 0..<f { biasGradient[channel] += sum(dy + channel * pixels, count: pixels) }
+    let dm = v + w.inputTransformSize(images: count)
+    let padded = dm + w.outputTransformSize(outputChannels: f, images: count)
+    for image in 0..<count {
+        winogradInputTransform(
+            image: images + image * inputSize, geometry: w, images: count, padded: padded,
+            transformed: v + image * tiles)
+        winogradOutputGradientTransform(
+            outputGradient: dy + image * outputSize, geometry: w, images: count, outputChannels: f,
+            padded: padded, transformed: dm + image * tiles)
+        let dyi = dy + image * outputSize
+        for channel in 0..<f { biasGradient[channel] += sum(dyi + channel * pixels, count: pixels) }
+    }
     for xi in 0..<winogradPositions {
         gemm(
-            transposeA: false, transposeB: true, m: f, n: c, k: columns, a: dm + xi * mStride,
-            b: v + xi * vStride,
+            transposeA: false, transposeB: true, m: f, n: c, k: columns, a: dm + xi * mStride, b: v + xi * vStride,
             beta: 1, c: du + xi * uStride)
     }
     guard let inputGradient else { return }
@@ -559,5 +596,9 @@ func winogradConvolutionBackward(
             transposeA: true, transposeB: false, m: c, n: columns, k: f, a: u + xi * uStride, b: dm + xi * mStride,
             c: v + xi * vStride)
     }
-    winogradInputGradient(transformedGradient: v, geometry: w, padded: padded, inputGradient: inputGradient)
+    for image in 0..<count {
+        winogradInputGradient(
+            transformedGradient: v + image * tiles, geometry: w, images: count, padded: padded,
+            inputGradient: inputGradient + image * inputSize)
+    }
 }

@@ -64,7 +64,8 @@ struct ConvolutionBlock: Sendable {
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let training = mode == .training
         let winograd = depthwise ? nil : WinogradGeometry(g)
-        let scratchSize = winograd.map { winogradScratchSize($0, outputChannels: f) } ?? patch * pixels
+        let group = winograd?.imagesPerGroup(available: chunks.map(\.count).max() ?? 1) ?? 1
+        let scratchSize = winograd.map { winogradScratchSize($0, outputChannels: f, images: group) } ?? patch * pixels
         convolutionOutput.resize(batch * f * pixels)
         scratch.resize(chunks.count * scratchSize)
         let transformed = transformWeights(conv, winograd)
@@ -89,31 +90,36 @@ struct ConvolutionBlock: Sendable {
         conv.weight.value.scalars.withUnsafeBufferPointer { weight in
             conv.bias.value.scalars.withUnsafeBufferPointer { bias in
                 Parallel.forEach(chunks.count) { chunk in
-                    for image in chunks[chunk] {
-                        let y = x + image * outputSize
-                        if depthwise {
-                            depthwiseConvolutionForward(
-                                image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
-                                weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
-                        } else if let winograd, let transformed {
+                    let range = chunks[chunk]
+                    for first in stride(from: range.lowerBound, to: range.upperBound, by: group) {
+                        let images = first..<min(first + group, range.upperBound)
+                        if let winograd, let transformed {
                             winogradConvolutionForward(
-                                image: input + image * inputSize, geometry: winograd, outputChannels: f,
-                                transformedWeight: transformed, bias: bias.baseAddress!,
-                                scratch: columns + chunk * scratchSize, output: y)
-                        } else {
-                            convolutionForward(
-                                image: input + image * inputSize, geometry: g, outputChannels: f,
-                                weight: weight.baseAddress!, bias: bias.baseAddress!,
-                                columns: columns + chunk * scratchSize, output: y)
+                                images: input + first * inputSize, count: images.count, geometry: winograd,
+                                outputChannels: f, transformedWeight: transformed, bias: bias.baseAddress!,
+                                scratch: columns + chunk * scratchSize, output: x + first * outputSize)
                         }
-                        if training {
-                            channelMoments(
-                                y, channels: f, pixels: pixels, means: moments + image * 2 * f,
-                                squaredDeviations: moments + image * 2 * f + f)
-                        } else {
-                            Self.activate(
-                                y, pooling: pooling, channels: f, height: h, width: w, scale: inferenceScale,
-                                shift: inferenceShift, output: output + image * pooledSize, winners: nil)
+                        for image in images {
+                            let y = x + image * outputSize
+                            if depthwise {
+                                depthwiseConvolutionForward(
+                                    image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                    weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
+                            } else if winograd == nil {
+                                convolutionForward(
+                                    image: input + image * inputSize, geometry: g, outputChannels: f,
+                                    weight: weight.baseAddress!, bias: bias.baseAddress!,
+                                    columns: columns + chunk * scratchSize, output: y)
+                            }
+                            if training {
+                                channelMoments(
+                                    y, channels: f, pixels: pixels, means: moments + image * 2 * f,
+                                    squaredDeviations: moments + image * 2 * f + f)
+                            } else {
+                                Self.activate(
+                                    y, pooling: pooling, channels: f, height: h, width: w, scale: inferenceScale,
+                                    shift: inferenceShift, output: output + image * pooledSize, winners: nil)
+                            }
                         }
                     }
                 }
@@ -267,17 +273,20 @@ struct ConvolutionBlock: Sendable {
                 sumGradientTimesCenteredX: sumCentered, valuesPerChannel: batch * pixels)
         }
 
-        // Phase B: per image, dY of the conv, then its GEMMs; partial dW, dBias per chunk.
+        // Phase B: per image, dY of the conv, then its GEMMs (per group of images for Winograd); partial
+        // dW, dBias per chunk.
         let columnSize = patch * pixels
         let weightSize = conv.weight.value.count
         let winograd = depthwise ? nil : WinogradGeometry(g)
         let transformed = transformWeights(conv, winograd)
         // Per chunk: the kernel's scratch (im2col's columns and their gradient, or Winograd's
-        // transforms and the chunk's dU), dY, then partial dW and dBias.
+        // transforms and the chunk's dU), dY of a group, then partial dW and dBias.
         let transformedWeightSize = winogradFilterSize(outputChannels: f, inputChannels: g.channels)
+        let group = winograd?.imagesPerGroup(available: chunks.map(\.count).max() ?? 1) ?? 1
         let workSize =
-            winograd.map { winogradScratchSize($0, outputChannels: f) + transformedWeightSize } ?? 2 * columnSize
-        let perChunk = workSize + outputSize + weightSize + f
+            winograd.map { winogradScratchSize($0, outputChannels: f, images: group) + transformedWeightSize }
+            ?? 2 * columnSize
+        let perChunk = workSize + group * outputSize + weightSize + f
         scratch.resize(chunks.count * perChunk)
         let base = scratch.mutablePointer()
         conv.weight.value.scalars.withUnsafeBufferPointer { weightBuffer in
@@ -286,51 +295,60 @@ struct ConvolutionBlock: Sendable {
                 Parallel.forEach(chunks.count) { chunk in
                     let work = base + chunk * perChunk
                     let (columns, columnGradient, dy) = (work, work + columnSize, work + workSize)
-                    let (weightGradient, biasGradient) = (dy + outputSize, dy + outputSize + weightSize)
+                    let (weightGradient, biasGradient) = (
+                        dy + group * outputSize, dy + group * outputSize + weightSize
+                    )
                     weightGradient.update(repeating: 0, count: weightSize + f)
                     let transformedGradient = winograd.map {
-                        let du = work + winogradScratchSize($0, outputChannels: f)
+                        let du = work + winogradScratchSize($0, outputChannels: f, images: group)
                         du.update(repeating: 0, count: transformedWeightSize)
                         return du
                     }
-                    for image in chunks[chunk] {
-                        let (xi, yi, dyi) = (
-                            x + image * outputSize, output + image * pooledSize, outputGradient + image * pooledSize
-                        )
-                        switch pooling {
-                        case .none:
-                            reluNormalizeBackward(
-                                xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi,
-                                coefficients: coefficients, inputGradient: dy)
-                        case .max2x2:
-                            maxPool2x2ReLUNormalizeBackward(
-                                xi, channels: f, height: h, width: w, pooledOutput: yi, pooledGradient: dyi,
-                                argmax: winners! + image * winnerSize, coefficients: coefficients, inputGradient: dy)
-                        case .globalAverage:
-                            reluAverageNormalizeBackward(
-                                xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi,
-                                coefficients: coefficients, inputGradient: dy)
-                        }
-                        if depthwise {
-                            depthwiseConvolutionBackward(
-                                image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
-                                weight: weight, outputGradient: dy, weightGradient: weightGradient,
-                                biasGradient: biasGradient, inputGradient: inputGradient.map { $0 + image * inputSize })
-                            continue
+                    let range = chunks[chunk]
+                    for first in stride(from: range.lowerBound, to: range.upperBound, by: group) {
+                        let images = first..<min(first + group, range.upperBound)
+                        for image in images {
+                            let (xi, yi, dyi) = (
+                                x + image * outputSize, output + image * pooledSize, outputGradient + image * pooledSize
+                            )
+                            let dy = dy + (image - first) * outputSize
+                            switch pooling {
+                            case .none:
+                                reluNormalizeBackward(
+                                    xi, channels: f, pixels: pixels, output: yi, outputGradient: dyi,
+                                    coefficients: coefficients, inputGradient: dy)
+                            case .max2x2:
+                                maxPool2x2ReLUNormalizeBackward(
+                                    xi, channels: f, height: h, width: w, pooledOutput: yi, pooledGradient: dyi,
+                                    argmax: winners! + image * winnerSize, coefficients: coefficients, inputGradient: dy
+                                )
+                            case .globalAverage:
+                                reluAverageNormalizeBackward(
+                                    xi, channels: f, pixels: pixels, shift: t, pooledGradient: dyi,
+                                    coefficients: coefficients, inputGradient: dy)
+                            }
+                            if depthwise {
+                                depthwiseConvolutionBackward(
+                                    image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                    weight: weight, outputGradient: dy, weightGradient: weightGradient,
+                                    biasGradient: biasGradient,
+                                    inputGradient: inputGradient.map { $0 + image * inputSize })
+                                continue
+                            }
+                            if winograd != nil { continue }
+                            convolutionBackward(
+                                image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,
+                                outputGradient: dy, columns: columns, columnGradient: columnGradient,
+                                weightGradient: weightGradient, biasGradient: biasGradient,
+                                inputGradient: inputGradient.map { $0 + image * inputSize })
                         }
                         if let winograd, let transformed, let transformedGradient {
                             winogradConvolutionBackward(
-                                image: input + image * inputSize, geometry: winograd, outputChannels: f,
-                                transformedWeight: transformed, outputGradient: dy, scratch: work,
+                                images: input + first * inputSize, count: images.count, geometry: winograd,
+                                outputChannels: f, transformedWeight: transformed, outputGradient: dy, scratch: work,
                                 transformedWeightGradient: transformedGradient, biasGradient: biasGradient,
-                                inputGradient: inputGradient.map { $0 + image * inputSize })
-                            continue
+                                inputGradient: inputGradient.map { $0 + first * inputSize })
                         }
-                        convolutionBackward(
-                            image: input + image * inputSize, geometry: g, outputChannels: f, weight: weight,
-                            outputGradient: dy, columns: columns, columnGradient: columnGradient,
-                            weightGradient: weightGradient, biasGradient: biasGradient,
-                            inputGradient: inputGradient.map { $0 + image * inputSize })
                     }
                     if let transformedGradient {
                         winogradFilterGradient(
@@ -340,7 +358,7 @@ struct ConvolutionBlock: Sendable {
                 }
             }
         }
-        let dWeightOffset = workSize + outputSize
+        let dWeightOffset = workSize + group * outputSize
         conv.weight.gradient.scalars.withUnsafeMutableBufferPointer { dw in
             addChunks(
                 base + dWeightOffset, count: weightSize, chunks: chunks.count, stride: perChunk, into: dw.baseAddress!)

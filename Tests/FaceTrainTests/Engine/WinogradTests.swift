@@ -86,36 +86,41 @@ import Testing
                 inputGradient: expectedInputGradient.pointer + image * inputSize)
         }
 
-        // Winograd, with NaN-filled scratch and outputs: every entry it should write, it writes.
-        let transformed = Floats(
-            count: winogradFilterSize(outputChannels: f, inputChannels: g.channels), repeating: .nan)
-        winogradFilterTransform(
-            weight: weight.pointer, outputChannels: f, inputChannels: g.channels, transformed: transformed.pointer)
-        let scratch = Floats(count: winogradScratchSize(winograd, outputChannels: f), repeating: .nan)
-        let output = Floats(count: images * outputSize, repeating: .nan)
-        let transformedGradient = Floats(count: transformed.count, repeating: 0)
-        let weightGradient = Floats(count: weight.count, repeating: 0)
-        let biasGradient = Floats(count: f, repeating: 0)
-        let inputGradient = Floats(count: x.count, repeating: .nan)
-        for image in 0..<images {
-            winogradConvolutionForward(
-                image: x.pointer + image * inputSize, geometry: winograd, outputChannels: f,
-                transformedWeight: transformed.pointer, bias: bias.pointer, scratch: scratch.pointer,
-                output: output.pointer + image * outputSize)
-            winogradConvolutionBackward(
-                image: x.pointer + image * inputSize, geometry: winograd, outputChannels: f,
-                transformedWeight: transformed.pointer, outputGradient: dy.pointer + image * outputSize,
-                scratch: scratch.pointer, transformedWeightGradient: transformedGradient.pointer,
-                biasGradient: biasGradient.pointer, inputGradient: inputGradient.pointer + image * inputSize)
-        }
-        winogradFilterGradient(
-            transformedGradient: transformedGradient.pointer, outputChannels: f, inputChannels: g.channels,
-            weightGradient: weightGradient.pointer)
+        // Winograd, with NaN-filled scratch and outputs: every entry it should write, it writes;
+        // one image a group, and all three in one group (the products then span their tiles).
+        for group in [1, images] {
+            let transformed = Floats(
+                count: winogradFilterSize(outputChannels: f, inputChannels: g.channels), repeating: .nan)
+            winogradFilterTransform(
+                weight: weight.pointer, outputChannels: f, inputChannels: g.channels, transformed: transformed.pointer)
+            let scratch = Floats(
+                count: winogradScratchSize(winograd, outputChannels: f, images: group), repeating: .nan)
+            let output = Floats(count: images * outputSize, repeating: .nan)
+            let transformedGradient = Floats(count: transformed.count, repeating: 0)
+            let weightGradient = Floats(count: weight.count, repeating: 0)
+            let biasGradient = Floats(count: f, repeating: 0)
+            let inputGradient = Floats(count: x.count, repeating: .nan)
+            for first in stride(from: 0, to: images, by: group) {
+                let count = min(group, images - first)
+                winogradConvolutionForward(
+                    images: x.pointer + first * inputSize, count: count, geometry: winograd, outputChannels: f,
+                    transformedWeight: transformed.pointer, bias: bias.pointer, scratch: scratch.pointer,
+                    output: output.pointer + first * outputSize)
+                winogradConvolutionBackward(
+                    images: x.pointer + first * inputSize, count: count, geometry: winograd, outputChannels: f,
+                    transformedWeight: transformed.pointer, outputGradient: dy.pointer + first * outputSize,
+                    scratch: scratch.pointer, transformedWeightGradient: transformedGradient.pointer,
+                    biasGradient: biasGradient.pointer, inputGradient: inputGradient.pointer + first * inputSize)
+            }
+            winogradFilterGradient(
+                transformedGradient: transformedGradient.pointer, outputChannels: f, inputChannels: g.channels,
+                weightGradient: weightGradient.pointer)
 
-        Self.close(output.array, expectedOutput.array, "output")
-        Self.close(weightGradient.array, expectedWeightGradient.array, "weight gradient")
-        Self.close(biasGradient.array, expectedBiasGradient.array, "bias gradient")
-        Self.close(inputGradient.array, expectedInputGradient.array, "input gradient")
+            Self.close(output.array, expectedOutput.array, "output, groups of \(group)")
+            Self.close(weightGradient.array, expectedWeightGradient.array, "weight gradient, groups of \(group)")
+            Self.close(biasGradient.array, expectedBiasGradient.array, "bias gradient, groups of \(group)")
+            Self.close(inputGradient.array, expectedInputGradient.array, "input gradient, groups of \(group)")
+        }
     }
 
     /// The blocks keep the transformed weights between forward passes only while the weights are
