@@ -28,7 +28,7 @@ public enum BLASRuntime {
         // The engine's threading policy first, so the count printed is the one GEMMs will run with.
         _ = Parallel.configureOnce
         let version = configuration.split(separator: " ").prefix(2).joined(separator: " ")
-        return "\(version) (\(kernel) kernel, \(threadCount) threads)"
+        return "\(version) (\(kernel) kernel, \(threadCount) thread\(threadCount == 1 ? "" : "s"))"
     }
 
     /// Threads OpenBLAS uses for one GEMM.
