@@ -295,6 +295,17 @@ private func four(_ a: UnsafePointer<Int>, _ group: Int) -> (Int, Int, Int, Int)
 /// the two passes of a transform (36 of them would not fit in registers).
 private typealias Six = (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>)
 
+/// Stores column `l` of the transform domain (positions 6k + l, k = 0..<6) for 4 tiles.
+@inline(__always)
+private func storeColumn(_ v: Six, _ l: Int, _ target: UnsafeMutablePointer<Float>, stride: Int) {
+    store(v.0, target + l * stride)
+    store(v.1, target + (6 + l) * stride)
+    store(v.2, target + (12 + l) * stride)
+    store(v.3, target + (18 + l) * stride)
+    store(v.4, target + (24 + l) * stride)
+    store(v.5, target + (30 + l) * stride)
+}
+
 // MARK: - Inputs
 
 /// `V[ξ, c, t] = (Bᵀ d B)[ξ]` for every channel and tile of one image [c, h, w], into its columns of
@@ -318,13 +329,7 @@ func winogradInputTransform(
                     for i in 0..<6 { rows[i] = inputCombination(patchRow(plane + i * pw, o)) }
                     // ... then Bᵀ (d B), one column at a time; ξ = 6k + l.
                     @inline(__always) func column(_ l: Int, _ x: Six) {
-                        let v = inputCombination(x)
-                        store(v.0, target + l * stride)
-                        store(v.1, target + (6 + l) * stride)
-                        store(v.2, target + (12 + l) * stride)
-                        store(v.3, target + (18 + l) * stride)
-                        store(v.4, target + (24 + l) * stride)
-                        store(v.5, target + (30 + l) * stride)
+                        storeColumn(inputCombination(x), l, target, stride: stride)
                     }
                     column(0, (rows[0].0, rows[1].0, rows[2].0, rows[3].0, rows[4].0, rows[5].0))
                     column(1, (rows[0].1, rows[1].1, rows[2].1, rows[3].1, rows[4].1, rows[5].1))
@@ -495,13 +500,7 @@ func winogradOutputGradientTransform(
                 @inline(__always) func column(
                     _ l: Int, _ z: (SIMD4<Float>, SIMD4<Float>, SIMD4<Float>, SIMD4<Float>)
                 ) {
-                    let v = outputAdjoint(z)
-                    store(v.0, target + l * stride)
-                    store(v.1, target + (6 + l) * stride)
-                    store(v.2, target + (12 + l) * stride)
-                    store(v.3, target + (18 + l) * stride)
-                    store(v.4, target + (24 + l) * stride)
-                    store(v.5, target + (30 + l) * stride)
+                    storeColumn(outputAdjoint(z), l, target, stride: stride)
                 }
                 column(0, (r0.0, r1.0, r2.0, r3.0))
                 column(1, (r0.1, r1.1, r2.1, r3.1))
@@ -521,6 +520,25 @@ func winogradScratchSize(_ w: WinogradGeometry, outputChannels f: Int, images: I
         + w.paddedPlaneSize
 }
 
+/// Where a group's V (or dV), M (or dM) and plane lie in its scratch (`winogradScratchSize`), and
+/// the position strides of U, V and M.
+private struct WinogradWorkspace {
+    let uStride: Int
+    let vStride: Int
+    let mStride: Int
+    let v: UnsafeMutablePointer<Float>
+    let m: UnsafeMutablePointer<Float>
+    let plane: UnsafeMutablePointer<Float>
+
+    init(_ w: WinogradGeometry, outputChannels f: Int, images: Int, scratch: UnsafeMutablePointer<Float>) {
+        uStride = winogradFilterStride(outputChannels: f, inputChannels: w.convolution.channels)
+        (vStride, mStride) = (w.inputStride(images: images), w.outputStride(outputChannels: f, images: images))
+        v = scratch
+        m = v + w.inputTransformSize(images: images)
+        plane = m + w.outputTransformSize(outputChannels: f, images: images)
+    }
+}
+
 /// `output = conv(images) + bias` for `count` consecutive images [n, c, h, w] into [n, f, oh, ow],
 /// transformed side by side (one product per position for all of them); `transformedWeight` is
 /// `winogradFilterTransform`'s U.
@@ -531,13 +549,10 @@ func winogradConvolutionForward(
 ) {
     let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
     let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * w.convolution.outputPixels)
-    let (uStride, vStride, mStride) = (
-        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride(images: count),
-        w.outputStride(outputChannels: f, images: count)
+    let work = WinogradWorkspace(w, outputChannels: f, images: count, scratch: scratch)
+    let (uStride, vStride, mStride, v, m, padded) = (
+        work.uStride, work.vStride, work.mStride, work.v, work.m, work.plane
     )
-    let v = scratch
-    let m = v + w.inputTransformSize(images: count)
-    let padded = m + w.outputTransformSize(outputChannels: f, images: count)
     for image in 0..<count {
         winogradInputTransform(
             image: images + image * inputSize, geometry: w, images: count, padded: padded,
@@ -567,13 +582,10 @@ func winogradConvolutionBackward(
     let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
     let pixels = w.convolution.outputPixels
     let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * pixels)
-    let (uStride, vStride, mStride) = (
-        winogradFilterStride(outputChannels: f, inputChannels: c), w.inputStride(images: count),
-        w.outputStride(outputChannels: f, images: count)
+    let work = WinogradWorkspace(w, outputChannels: f, images: count, scratch: scratch)
+    let (uStride, vStride, mStride, v, dm, padded) = (
+        work.uStride, work.vStride, work.mStride, work.v, work.m, work.plane
     )
-    let v = scratch
-    let dm = v + w.inputTransformSize(images: count)
-    let padded = dm + w.outputTransformSize(outputChannels: f, images: count)
     for image in 0..<count {
         winogradInputTransform(
             image: images + image * inputSize, geometry: w, images: count, padded: padded,
