@@ -550,22 +550,20 @@ func winogradConvolutionForward(
     let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
     let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * w.convolution.outputPixels)
     let work = WinogradWorkspace(w, outputChannels: f, images: count, scratch: scratch)
-    let (uStride, vStride, mStride, v, m, padded) = (
-        work.uStride, work.vStride, work.mStride, work.v, work.m, work.plane
-    )
     for image in 0..<count {
         winogradInputTransform(
-            image: images + image * inputSize, geometry: w, images: count, padded: padded,
-            transformed: v + image * tiles)
+            image: images + image * inputSize, geometry: w, images: count, padded: work.plane,
+            transformed: work.v + image * tiles)
     }
     for xi in 0..<winogradPositions {
         gemm(
-            transposeA: false, transposeB: false, m: f, n: columns, k: c, a: u + xi * uStride, b: v + xi * vStride,
-            c: m + xi * mStride)
+            transposeA: false, transposeB: false, m: f, n: columns, k: c, a: u + xi * work.uStride,
+            b: work.v + xi * work.vStride,
+            c: work.m + xi * work.mStride)
     }
     for image in 0..<count {
         winogradOutputTransform(
-            transformed: m + image * tiles, geometry: w, images: count, outputChannels: f, bias: bias,
+            transformed: work.m + image * tiles, geometry: w, images: count, outputChannels: f, bias: bias,
             output: output + image * outputSize)
     }
 }
@@ -583,34 +581,33 @@ func winogradConvolutionBackward(
     let pixels = w.convolution.outputPixels
     let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * pixels)
     let work = WinogradWorkspace(w, outputChannels: f, images: count, scratch: scratch)
-    let (uStride, vStride, mStride, v, dm, padded) = (
-        work.uStride, work.vStride, work.mStride, work.v, work.m, work.plane
-    )
     for image in 0..<count {
         winogradInputTransform(
-            image: images + image * inputSize, geometry: w, images: count, padded: padded,
-            transformed: v + image * tiles)
+            image: images + image * inputSize, geometry: w, images: count, padded: work.plane,
+            transformed: work.v + image * tiles)
         winogradOutputGradientTransform(
             outputGradient: dy + image * outputSize, geometry: w, images: count, outputChannels: f,
-            padded: padded, transformed: dm + image * tiles)
+            padded: work.plane, transformed: work.m + image * tiles)
         let dyi = dy + image * outputSize
         for channel in 0..<f { biasGradient[channel] += sum(dyi + channel * pixels, count: pixels) }
     }
     for xi in 0..<winogradPositions {
         gemm(
-            transposeA: false, transposeB: true, m: f, n: c, k: columns, a: dm + xi * mStride, b: v + xi * vStride,
-            beta: 1, c: du + xi * uStride)
+            transposeA: false, transposeB: true, m: f, n: c, k: columns, a: work.m + xi * work.mStride,
+            b: work.v + xi * work.vStride,
+            beta: 1, c: du + xi * work.uStride)
     }
     guard let inputGradient else { return }
     // dV overwrites V, which the weight gradient no longer needs.
     for xi in 0..<winogradPositions {
         gemm(
-            transposeA: true, transposeB: false, m: c, n: columns, k: f, a: u + xi * uStride, b: dm + xi * mStride,
-            c: v + xi * vStride)
+            transposeA: true, transposeB: false, m: c, n: columns, k: f, a: u + xi * work.uStride,
+            b: work.m + xi * work.mStride,
+            c: work.v + xi * work.vStride)
     }
     for image in 0..<count {
         winogradInputGradient(
-            transformedGradient: v + image * tiles, geometry: w, images: count, padded: padded,
+            transformedGradient: work.v + image * tiles, geometry: w, images: count, padded: work.plane,
             inputGradient: inputGradient + image * inputSize)
     }
 }

@@ -123,6 +123,52 @@ import Testing
         }
     }
 
+    /// Through the fused blocks, where a chunk's images go through Winograd in groups (a 32×32 plane
+    /// has 64 tiles, so 2 images a group and a partial last group in a chunk of 3; a 16×16 plane, 8
+    /// a group): logits and every gradient equal the public layers' one by one (im2col).
+    @Test func fusedBlocksInGroupsMatchLayerByLayer() throws {
+        let layers: [LayerSpecification] = [
+            .conv2D(inputChannels: 3, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1), .relu,
+            .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1), .relu, .maxPool2D(size: 2, stride: 2),
+            .conv2D(inputChannels: 8, outputChannels: 12, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 12, epsilon: 1e-5, momentum: 0.1), .relu, .globalAveragePool,
+            .linear(inputFeatures: 12, outputFeatures: 3),
+        ]
+        let definition = ModelDefinition(
+            input: InputSpecification(width: 32, height: 32, channels: 3), layers: layers, classLabels: ["a", "b", "c"])
+        let images = TestData.normal([5, 3, 32, 32], seed: 51)
+        let labels = [0, 2, 1, 2, 0]
+        var network = try Network(definition: definition, seed: 5)
+        var plain = network.layers
+        let logits = network.forward(images, mode: .training)
+        var x = images
+        for index in plain.indices { x = plain[index].forward(x, mode: .training) }
+        #expect(GradientCheck.relativeError(logits.scalars, x.scalars.map(Double.init)) < 1e-5)
+
+        let gradient = SoftmaxCrossEntropy().lossAndGradient(logits: logits, labels: labels).logitsGradient
+        network.backward(gradient)
+        var dx = gradient
+        for index in plain.indices.reversed() { dx = plain[index].backward(dx) }
+        for (index, (fused, layer)) in zip(network.layers, plain).enumerated() {
+            for (a, b) in zip(fused.parameters, layer.parameters) {
+                let error = GradientCheck.relativeError(a.gradient.scalars, b.gradient.scalars.map(Double.init))
+                let size = b.gradient.scalars.map { abs($0) }.max() ?? 0
+                let difference = zip(a.gradient.scalars, b.gradient.scalars).map { abs($0 - $1) }.max() ?? 0
+                // A convolution's bias before a batch norm has a zero gradient but for rounding
+                // (~1e-7 here), whose relative error says nothing: both must be about zero.
+                #expect(
+                    error < 1e-4 || (size < 1e-5 && difference < 1e-6),
+                    "layer \(index) \(a.name): relative error \(error), largest entry \(size)")
+            }
+        }
+        let inferred = network.forward(images, mode: .inference)
+        var y = images
+        for index in plain.indices { y = plain[index].forward(y, mode: .inference) }
+        #expect(GradientCheck.relativeError(inferred.scalars, y.scalars.map(Double.init)) < 1e-5)
+    }
+
     /// The blocks keep the transformed weights between forward passes only while the weights are
     /// the same: after an update (by hand, or a training step) inference equals a fresh network's.
     @Test func transformedWeightsFollowEveryUpdate() throws {
