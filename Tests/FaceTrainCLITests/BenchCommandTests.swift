@@ -35,6 +35,26 @@ import Testing
         let mobile = try #require(entries.first { $0["name"] as? String == "mobile-face" })
         #expect(json["train_mflop_per_image"] as? Double == mobile["training_mflop_per_image"] as? Double)
         #expect((json["train_images_per_second"] as? Double ?? 0) > 0)
+        #expect(json["width"] as? Int == 8 && json["input_size"] as? Int == 64)
+    }
+
+    /// `--input-size` times the network at that input, as the builtin base runs (80 px).
+    @Test func timesTheArchitectureAtTheGivenInputSize() throws {
+        let result = try CLIRunner.run([
+            "bench", "--json", "--architecture", "ref-deep-gdc", "--width", "4", "--input-size", "80", "--steps", "1",
+            "--batch-size", "2", "--inference-batch-size", "2", "--latency-seconds", "0",
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
+        #expect(json["input_size"] as? Int == 80 && json["architecture"] as? String == "ref-deep-gdc")
+        let listing = try CLIRunner.run(["architectures", "--json", "--width", "4", "--input-size", "80"])
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(listing.standardOutput.utf8)) as? [[String: Any]])
+        let deep = try #require(entries.first { $0["name"] as? String == "ref-deep-gdc" })
+        #expect(json["train_mflop_per_image"] as? Double == deep["training_mflop_per_image"] as? Double)
+        let odd = try CLIRunner.run(["bench", "--input-size", "70"])
+        #expect(odd.status == 64 && odd.standardError.contains("--input-size must be a multiple of 8"))
     }
 
     @Test func badValuesAreUsageErrors() throws {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """facetrain's named architectures as PyTorch modules, and a CPU benchmark of one of them.
 
-usage: python3 torch_architectures.py --architecture ref-small|ref-small-gdc|mobile-face [--width 16] [--classes 42]
+usage: python3 torch_architectures.py --architecture ref-small|ref-small-gdc|ref-deep-gdc|mobile-face [--width 16] [--classes 42]
                                       [--threads 2] [--batch 32] [--infer-batch 64] [--seconds 2]
                                       [--channels-last]
 
@@ -65,6 +65,16 @@ def build(name, width, classes):
         if name == "ref-small-gdc":
             # The global depthwise convolution over the last 8x8 map (64-px input).
             layers.append(nn.Conv2d(8 * width, 8 * width, 8, groups=8 * width))
+    elif name == "ref-deep-gdc":
+        inputs = 3
+        for stage, outputs in enumerate((width, 2 * width, 4 * width, 8 * width)):
+            layers += conv_bn(nn, inputs, outputs, 3)
+            if stage > 0:
+                layers += conv_bn(nn, outputs, outputs, 3)
+            if stage < 3:
+                layers.append(nn.MaxPool2d(2, 2))
+            inputs = outputs
+        layers.append(nn.Conv2d(8 * width, 8 * width, 8, groups=8 * width))
     elif name == "mobile-face":
         stem = 2 * width
         layers += conv_bn(nn, 3, stem, 3, stride=2)
@@ -83,7 +93,7 @@ def build(name, width, classes):
                 current = outputs
         layers += conv_bn(nn, current, 8 * width, 1)
     else:
-        raise SystemExit(f"architecture {name!r} is not known; known: ref-small, ref-small-gdc, mobile-face")
+        raise SystemExit(f"architecture {name!r} is not known; known: ref-small, ref-small-gdc, ref-deep-gdc, mobile-face")
     return nn.Sequential(*layers, Head(8 * width))
 
 

@@ -28,6 +28,8 @@ public enum TrainingBenchmark {
     /// The measurements; JSON keys are snake_case.
     public struct Result: Sendable, Codable, Equatable {
         public var architecture: String
+        public var width: Int
+        public var inputSize: Int
         public var trainImagesPerSecond: Double
         public var trainMillisecondsPerStep: Double
         /// CPU time (all threads) per training step: the work, whatever the machine's load.
@@ -53,7 +55,8 @@ public enum TrainingBenchmark {
         public var otherCores: Double
 
         enum CodingKeys: String, CodingKey {
-            case architecture
+            case architecture, width
+            case inputSize = "input_size"
             case trainImagesPerSecond = "train_images_per_second"
             case trainMillisecondsPerStep = "train_ms_per_step"
             case trainCPUMillisecondsPerStep = "train_cpu_ms_per_step"
@@ -153,7 +156,8 @@ public enum TrainingBenchmark {
         let inferenceImagesPerSecond = Double(configuration.inferenceBatchSize) / median(inferenceTimes)
         let trainGFLOPS = trainImagesPerSecond * flops.trainingPerImage / 1e9
         return Result(
-            architecture: configuration.architecture, trainImagesPerSecond: trainImagesPerSecond,
+            architecture: configuration.architecture, width: configuration.width, inputSize: configuration.inputSize,
+            trainImagesPerSecond: trainImagesPerSecond,
             trainMillisecondsPerStep: stepTime * 1e3,
             trainCPUMillisecondsPerStep: cpuPerStep * 1e3, trainGFLOPS: trainGFLOPS,
             trainPeakPercent: peak > 0 ? 100 * trainGFLOPS / peak : 0,

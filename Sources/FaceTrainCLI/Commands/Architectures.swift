@@ -7,7 +7,7 @@ struct Architectures: Command {
     static let abstract = "List the named architectures with parameters, FLOPs per image and input size."
     static var options: [OptionSpec] {
         [
-            .option("width", "n", "Width to size them at (48 with --input-size 80: the builtin base's).", default: "32"),
+            .option("width", "n", "Width to size them at (32 with --input-size 80: the builtin base's).", default: "32"),
             .option("input-size", "px", "Side of the square input.", default: "64"),
             .option("classes", "n", "Classes of the classifier counted in (42, as `facetrain bench`).", default: "42"),
             .flag("json", "Print the list as JSON."),

@@ -12,7 +12,8 @@ struct Bench: Command {
                 "Network to time (" + ModelDefinition.extractorArchitectures.joined(separator: ", ") + ").",
                 default: "ref-small"),
             .option("batch-size", "n", "Training batch size.", default: "32"),
-            .option("width", "n", "Width of the architecture (48: the builtin base's extractor, at an 80-px input).", default: "16"),
+            .option("width", "n", "Width of the architecture (32 with --input-size 80: the builtin base's extractor).", default: "16"),
+            .option("input-size", "px", "Side of the square input.", default: "64"),
             .option("steps", "n", "Timed training steps (after 5 warm-up steps).", default: "30"),
             .option("inference-batch-size", "n", "Batch size of the inference throughput run.", default: "64"),
             .option("latency-seconds", "s", "Seconds spent sampling batch-1 latency.", default: "1"),
@@ -35,6 +36,10 @@ struct Bench: Command {
             throw UsageError(message: "--architecture: \(error.description)")
         }
         guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
+        configuration.inputSize = try arguments.required("input-size")
+        guard (32...512).contains(configuration.inputSize), configuration.inputSize % 8 == 0 else {
+            throw UsageError(message: "--input-size must be a multiple of 8 in 32...512")
+        }
         configuration.steps = try arguments.required("steps")
         configuration.inferenceBatchSize = try arguments.required("inference-batch-size")
         configuration.latencySeconds = try arguments.required("latency-seconds")
@@ -69,7 +74,7 @@ struct Bench: Command {
             print(String(decoding: try encoder.encode(result), as: UTF8.self))
         } else {
             print(
-                "\(configuration.architecture) at width \(configuration.width), random data"
+                "\(configuration.architecture) at width \(configuration.width), \(configuration.inputSize)-px input, random data"
                     + (withLoad ? ", one core kept busy by another process" : ""))
             print(result.summary)
         }
