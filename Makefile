@@ -16,7 +16,7 @@ TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreu
 SHARED   ?= ../shared
 BASE     := base/builtin
 # The recipe of the builtin base (its manifest records it too).
-BASE_ARGS := --architecture ref-small-gdc --epochs 15 --width 48 --input-size 80 --seed 1 --name celeba-ref-small-gdc-48-80 --version 5 \
+BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80 --version 6 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20
 
