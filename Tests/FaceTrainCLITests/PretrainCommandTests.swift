@@ -189,6 +189,14 @@ struct PretrainCommandTests {
         #expect(run.standardError.contains("--teacher-loss mse is not known; use relational or feature"), "\(run.standardError)")
     }
 
+    @Test func greyscaleOutsideZeroToOneIsAUsageError() throws {
+        for share in ["1.5", "-0.1", "nan"] {
+            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--greyscale", share])
+            #expect(run.status == 64)
+            #expect(run.standardError.contains("--greyscale must be a share in 0...1"), "\(run.standardError)")
+        }
+    }
+
     @Test func ctrlCStopsBetweenBatchesKeepsTheCheckpointAndWritesNoBase() throws {
         let corpus = try Self.syntheticCorpus(identities: 60, crops: 5)
         let root = corpus.deletingLastPathComponent()
@@ -365,7 +373,8 @@ struct PretrainCommandTests {
         #expect(notABase.standardError.contains("has no manifest.json"), "\(notABase.standardError)")
     }
 
-    /// A mobile-face base (depthwise blocks and residual adds) pretrains, records its architecture,
+    /// A mobile-face base (depthwise blocks and residual adds) pretrains, records its architecture
+    /// (and its recipe's greyscale share),
     /// and starts fits: head on the frozen extractor, the whole network fine-tuned, and a clash with
     /// another architecture refused; `--base none --architecture mobile-face` trains it from scratch.
     @Test func aMobileFaceBaseTrainsAndStartsFits() throws {
@@ -374,13 +383,14 @@ struct PretrainCommandTests {
         defer { try? FileManager.default.removeItem(at: root) }
         let base = root.appendingPathComponent("base")
         let made = try Self.tinyBase(
-            at: base, epochs: 2, extra: ["--architecture", "mobile-face", "--json"], named: false)
+            at: base, epochs: 2, extra: ["--architecture", "mobile-face", "--greyscale", "0.5", "--json"], named: false)
         try #require(made.status == 0, "\(made.standardError)")
         #expect(Self.epochs(made.standardOutput).count == 2)
         let loaded = try BaseModel.load(from: base)
         // Without --name, the base is named after its data folder, architecture and width.
         #expect(loaded.manifest.name == "corpus-mobile-face-8", "\(loaded.manifest.name)")
         #expect(loaded.manifest.architecture == "mobile-face" && loaded.manifest.recipe.architecture == "mobile-face")
+        #expect(loaded.manifest.recipe.augmentation.greyscaleShare == 0.5)
         #expect(loaded.extractor.definition.layers.contains { $0.kind == "add" })
         #expect(loaded.extractor.definition == ModelDefinition.extractor(architecture: "mobile-face", inputSize: 32, width: 8))
 

@@ -18,6 +18,10 @@ public struct AugmentationSettings: Codable, Sendable, Equatable {
     /// When set, the crop's centre stays within this share of the side from the image centre
     /// (pretraining crops have the face in the centre); otherwise it may lie anywhere the crop fits.
     public var maximumCenterShift: Double?
+    /// Share of crops turned grey (luma in every channel), so the extractor does not lean on
+    /// colour that grey and studio photos lack. Nil (none) draws no random number for it: the
+    /// recipes recorded before it existed give the same crops.
+    public var greyscaleShare: Double?
 
     public init() {}
 
@@ -88,6 +92,12 @@ public enum ImageTensor {
         let flip = settings.horizontalFlip && Bool.random(using: &random)
         let contrast = Float(1 + Double.random(in: -1...1, using: &random) * settings.contrast)
         let brightness = Float(Double.random(in: -1...1, using: &random) * settings.brightness * 255)
+        let grey: Bool
+        if let share = settings.greyscaleShare, share > 0, input.channels == 3 {
+            grey = Double.random(in: 0..<1, using: &random) < share
+        } else {
+            grey = false
+        }
 
         // Output pixel (x, y) -> offset from the crop centre (flipped, scaled), rotated, moved to the
         // crop centre: an affine map source = A * (x, y) + origin, in source pixel coordinates.
@@ -122,15 +132,24 @@ public enum ImageTensor {
                     let fy = sourceY - Float(y0)
                     let row0 = y0 * rowStride
                     let row1 = y1 * rowStride
-                    for channel in 0..<input.channels {
+                    func sample(_ channel: Int) -> Float {
                         let top =
                             Float(pixels[row0 + x0 * channels + channel]) * (1 - fx) + Float(
                                 pixels[row0 + x1 * channels + channel]) * fx
                         let bottom =
                             Float(pixels[row1 + x0 * channels + channel]) * (1 - fx) + Float(
                                 pixels[row1 + x1 * channels + channel]) * fx
-                        let value = min(max((top * (1 - fy) + bottom * fy - 128) * contrast + 128 + brightness, 0), 255)
-                        output[channel * plane + y * input.width + x] = value * input.scale + input.bias[channel]
+                        return min(max((top * (1 - fy) + bottom * fy - 128) * contrast + 128 + brightness, 0), 255)
+                    }
+                    let pixel = y * input.width + x
+                    if grey {
+                        // Rec. 601 luma in all three channels.
+                        let luma = 0.299 * sample(0) + 0.587 * sample(1) + 0.114 * sample(2)
+                        for channel in 0..<3 { output[channel * plane + pixel] = luma * input.scale + input.bias[channel] }
+                    } else {
+                        for channel in 0..<input.channels {
+                            output[channel * plane + pixel] = sample(channel) * input.scale + input.bias[channel]
+                        }
                     }
                 }
             }

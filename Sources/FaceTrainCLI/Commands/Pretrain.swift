@@ -24,6 +24,7 @@ struct Pretrain: Command {
             .option("name", "text", "Name recorded in the base manifest (default: <data folder>-<architecture>-<width>)."),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
             .option("teacher", "file.h5", "Descriptors of a stronger network per crop, to distil."),
+            .option("greyscale", "share", "Share of training crops turned grey (0 to 1; none by default).", default: "0"),
             .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
             .option(
                 "teacher-loss", "kind",
@@ -77,6 +78,11 @@ struct Pretrain: Command {
         guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
             throw UsageError(message: "--learning-rate must be a positive number")
         }
+        let greyscale: Double = try arguments.required("greyscale")
+        guard greyscale.isFinite, (0...1).contains(greyscale) else {
+            throw UsageError(message: "--greyscale must be a share in 0...1 (0.2: one crop in five grey)")
+        }
+        if greyscale > 0 { configuration.augmentation.greyscaleShare = greyscale }
         remeasure = arguments.string("remeasure").map { URL(fileURLWithPath: $0) }
         teacher = arguments.string("teacher").map { URL(fileURLWithPath: $0) }
         if let teacher {
