@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-.build/release/facetrain}
 ROUNDS=${ROUNDS:-2}
 WIDTH=${WIDTH:-16}
-ARCHITECTURES=${ARCHITECTURES:-"ref-small ref-small-gdc mobile-face"}
+ARCHITECTURES=${ARCHITECTURES:-"ref-small ref-small-gdc ref-deep-gdc mobile-face"}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
 mkdir -p .build/bench
 torch=no
