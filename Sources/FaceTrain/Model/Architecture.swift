@@ -10,21 +10,11 @@ extension ModelDefinition {
         var layers: [LayerSpecification] = []
         var inputChannels = channels
         for outputChannels in widths {
-            layers += [
-                .conv2D(
-                    inputChannels: inputChannels, outputChannels: outputChannels, kernelSize: 3, stride: 1, padding: 1),
-                .batchNorm2D(channels: outputChannels, epsilon: 1e-5, momentum: 0.1),
-                .relu,
-                .maxPool2D(size: 2, stride: 2),
-            ]
+            layers += convolution3x3(inputChannels, outputChannels) + [.maxPool2D(size: 2, stride: 2)]
             inputChannels = outputChannels
         }
         let embedding = width * 8
-        layers += [
-            .conv2D(inputChannels: inputChannels, outputChannels: embedding, kernelSize: 3, stride: 1, padding: 1),
-            .batchNorm2D(channels: embedding, epsilon: 1e-5, momentum: 0.1),
-            .relu,
-        ]
+        layers += convolution3x3(inputChannels, embedding)
         return pooledEmbeddingClassifier(
             layers: layers, embedding: embedding, classLabels: classLabels, inputSize: inputSize, channels: channels)
     }
@@ -40,11 +30,7 @@ extension ModelDefinition {
         var definition = referenceSmall(classLabels: classLabels, inputSize: inputSize, channels: channels, width: width)
         let embedding = width * 8
         let poolIndex = definition.layers.firstIndex(of: .globalAveragePool)!
-        definition.layers.insert(
-            .conv2D(
-                inputChannels: embedding, outputChannels: embedding, kernelSize: max(1, inputSize / 8), stride: 1,
-                padding: 0, groups: embedding),
-            at: poolIndex)
+        definition.layers.insert(globalDepthwise(channels: embedding, inputSize: inputSize), at: poolIndex)
         return definition
     }
 
@@ -56,29 +42,35 @@ extension ModelDefinition {
     public static func referenceDeepGlobalDepthwise(
         classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
     ) -> ModelDefinition {
-        func convolution(_ inputs: Int, _ outputs: Int) -> [LayerSpecification] {
-            [
-                .conv2D(inputChannels: inputs, outputChannels: outputs, kernelSize: 3, stride: 1, padding: 1),
-                .batchNorm2D(channels: outputs, epsilon: 1e-5, momentum: 0.1),
-                .relu,
-            ]
-        }
         let widths = [width, width * 2, width * 4, width * 8]
         var layers: [LayerSpecification] = []
         var inputChannels = channels
         for (stage, outputChannels) in widths.enumerated() {
-            layers += convolution(inputChannels, outputChannels)
-            if stage > 0 { layers += convolution(outputChannels, outputChannels) }
+            layers += convolution3x3(inputChannels, outputChannels)
+            if stage > 0 { layers += convolution3x3(outputChannels, outputChannels) }
             if stage < widths.count - 1 { layers.append(.maxPool2D(size: 2, stride: 2)) }
             inputChannels = outputChannels
         }
         let embedding = width * 8
-        layers.append(
-            .conv2D(
-                inputChannels: embedding, outputChannels: embedding, kernelSize: max(1, inputSize / 8), stride: 1,
-                padding: 0, groups: embedding))
+        layers.append(globalDepthwise(channels: embedding, inputSize: inputSize))
         return pooledEmbeddingClassifier(
             layers: layers, embedding: embedding, classLabels: classLabels, inputSize: inputSize, channels: channels)
+    }
+
+    /// Conv 3x3 (stride 1, padding 1) + BatchNorm + ReLU: the block of the ref-* architectures.
+    static func convolution3x3(_ inputs: Int, _ outputs: Int) -> [LayerSpecification] {
+        [
+            .conv2D(inputChannels: inputs, outputChannels: outputs, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: outputs, epsilon: 1e-5, momentum: 0.1),
+            .relu,
+        ]
+    }
+
+    /// MobileFaceNet's GDConv: one filter per channel over the whole last map (the input / 8).
+    static func globalDepthwise(channels: Int, inputSize: Int) -> LayerSpecification {
+        .conv2D(
+            inputChannels: channels, outputChannels: channels, kernelSize: max(1, inputSize / 8), stride: 1, padding: 0,
+            groups: channels)
     }
 
     /// What every named architecture ends with, after its last convolution block: global average
