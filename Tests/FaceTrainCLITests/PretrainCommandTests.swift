@@ -373,6 +373,30 @@ struct PretrainCommandTests {
         #expect(notABase.standardError.contains("has no manifest.json"), "\(notABase.standardError)")
     }
 
+    /// The manifest's data fingerprint names the data, not the recipe: another recipe on the same
+    /// corpus records the same fingerprint, another corpus a different one.
+    @Test func theDataFingerprintNamesTheCorpusNotTheRecipe() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("fingerprint-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        func fingerprint(_ name: String, _ extra: [String]) throws -> String {
+            let base = root.appendingPathComponent(name)
+            let made = try Self.tinyBase(at: base, epochs: 1, extra: extra)
+            try #require(made.status == 0, "\(made.standardError)")
+            return try BaseModel.load(from: base).manifest.data.fingerprint
+        }
+        let plain = try fingerprint("plain", [])
+        #expect(try fingerprint("grey", ["--greyscale", "0.5", "--learning-rate", "0.001"]) == plain)
+        let corpus = try Self.syntheticCorpus(identities: 60, crops: 4)
+        defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
+        let other = root.appendingPathComponent("other")
+        let made = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", other.path, "--epochs", "1",
+             "--cache", root.appendingPathComponent("cache").path] + Self.small)
+        try #require(made.status == 0, "\(made.standardError)")
+        #expect(try BaseModel.load(from: other).manifest.data.fingerprint != plain)
+    }
+
     /// A mobile-face base (depthwise blocks and residual adds) pretrains, records its architecture
     /// (and its recipe's greyscale share),
     /// and starts fits: head on the frozen extractor, the whole network fine-tuned, and a clash with

@@ -100,7 +100,11 @@ public final class PretrainSession: @unchecked Sendable {
     let verification: [(slot: Int, identity: Int)]
     /// The teacher's descriptor of each training crop, when distilling.
     let teacherRows: [[Float]?]
+    /// Identifies the run (data, recipe and architecture): names its checkpoint.
     let key: String
+    /// Identifies the training data alone (paths and content of every crop used, the splits and the
+    /// teacher), so two recipes on the same corpus record the same fingerprint.
+    public let dataFingerprint: String
     public let checkpointURL: URL
     private lazy var checkpointLock = CheckpointLock(checkpointURL: checkpointURL)
 
@@ -161,14 +165,12 @@ public final class PretrainSession: @unchecked Sendable {
         let splits = ["train", "val", "bank"].map { corpus.identities(ofSplit: $0).sorted().joined(separator: ",") }
         let settings = (try? JSONText.data(configuration, pretty: false)) ?? Data()
         let architecture = (try? JSONText.data(definition, pretty: false)) ?? Data()
-        key = contentHash(
-            Data((sources + splits + [teacher?.contentSHA256 ?? "no teacher"]).joined(separator: "\n").utf8) + settings
-                + architecture)
+        let data = Data((sources + splits + [teacher?.contentSHA256 ?? "no teacher"]).joined(separator: "\n").utf8)
+        dataFingerprint = contentHash(data)
+        key = contentHash(data + settings + architecture)
         checkpointURL = checkpointDirectory.appendingPathComponent("pretrain-\(key.prefix(16)).checkpoint")
     }
 
-    /// Identifies the training data: paths and content of every crop used.
-    public var dataFingerprint: String { key }
 
     func seed(epoch: Int, stream: UInt64, index: Int) -> UInt64 {
         FitSession.seed(configuration.seed, epoch: epoch, stream: stream, index: index)
