@@ -197,6 +197,14 @@ struct PretrainCommandTests {
         }
     }
 
+    @Test func weightDecayOutsideZeroToOneIsAUsageError() throws {
+        for rate in ["1", "-0.01", "nan"] {
+            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--weight-decay", rate])
+            #expect(run.status == 64)
+            #expect(run.standardError.contains("--weight-decay must be a number in 0..<1"), "\(run.standardError)")
+        }
+    }
+
     @Test func ctrlCStopsBetweenBatchesKeepsTheCheckpointAndWritesNoBase() throws {
         let corpus = try Self.syntheticCorpus(identities: 60, crops: 5)
         let root = corpus.deletingLastPathComponent()
@@ -386,7 +394,11 @@ struct PretrainCommandTests {
             return try BaseModel.load(from: base).manifest.data.fingerprint
         }
         let plain = try fingerprint("plain", [])
-        #expect(try fingerprint("grey", ["--greyscale", "0.5", "--learning-rate", "0.001"]) == plain)
+        #expect(try fingerprint("grey", ["--greyscale", "0.5", "--learning-rate", "0.001", "--weight-decay", "0.05"]) == plain)
+        // The recipe records what was asked, so `make base` can train it again.
+        let recipe = try BaseModel.load(from: root.appendingPathComponent("grey")).manifest.recipe
+        #expect(recipe.weightDecay == 0.05 && recipe.learningRate == 0.001)
+        #expect(try BaseModel.load(from: root.appendingPathComponent("plain")).manifest.recipe.weightDecay == 5e-4)
         let corpus = try Self.syntheticCorpus(identities: 60, crops: 4)
         defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         let other = root.appendingPathComponent("other")

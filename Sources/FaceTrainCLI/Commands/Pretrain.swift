@@ -20,6 +20,10 @@ struct Pretrain: Command {
             .option("epochs", "n", "Passes over the training crops.", default: "15"),
             .option("batch-size", "n", "Crops per training step.", default: "128"),
             .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
+            .option(
+                "weight-decay", "rate",
+                "AdamW's decoupled weight decay: each step shrinks the weights by learning rate x rate.",
+                default: "0.0005"),
             .option("seed", "n", "Seed of everything random; the same seed gives the same weights.", default: "1"),
             .option("name", "text", "Name recorded in the base manifest (default: <data folder>-<architecture>-<width>)."),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
@@ -67,6 +71,7 @@ struct Pretrain: Command {
         configuration.batchSize = try arguments.required("batch-size")
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.seed = try arguments.required("seed")
+        configuration.weightDecay = try arguments.required("weight-decay")
         guard (1...10_000).contains(configuration.epochs) else { throw UsageError(message: "--epochs must be in 1...10000") }
         guard (2...4096).contains(configuration.batchSize) else {
             throw UsageError(message: "--batch-size must be in 2...4096 (batch normalisation needs two crops)")
@@ -77,6 +82,9 @@ struct Pretrain: Command {
         guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
         guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
             throw UsageError(message: "--learning-rate must be a positive number")
+        }
+        guard configuration.weightDecay.isFinite, (0..<1).contains(configuration.weightDecay) else {
+            throw UsageError(message: "--weight-decay must be a number in 0..<1 (0.0005 by default)")
         }
         let greyscale: Double = try arguments.required("greyscale")
         guard greyscale.isFinite, (0...1).contains(greyscale) else {
