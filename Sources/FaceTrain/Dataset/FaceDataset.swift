@@ -31,6 +31,8 @@ public enum NegativeClass {
     public static let notAFace = 1
     /// Label of "an unknown person".
     public static let unknownPerson = 2
+    /// Whether `label` is one of the two negative classes, not a user.
+    public static func isNegative(_ label: Int) -> Bool { label == notAFace || label == unknownPerson }
     /// Display name of a negative label.
     public static func name(of label: Int) -> String? {
         switch label {

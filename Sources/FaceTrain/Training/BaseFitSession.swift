@@ -128,7 +128,7 @@ public final class BaseFitSession {
         // Leave-users-out: each fold's users are strangers to a head trained without them (and
         // the extractor never saw anyone here), so their crops are what unseen strangers look like.
         let calibrationStarted = Date()
-        let users = labels.filter { ![NegativeClass.notAFace, NegativeClass.unknownPerson].contains($0) }
+        let users = labels.filter { !NegativeClass.isNegative($0) }
         var order = users
         var shuffler = SplitMix64(seed: configuration.seed ^ 0x5EED)
         order.shuffle(using: &shuffler)
@@ -151,9 +151,12 @@ public final class BaseFitSession {
                 let rows = probes.map { views[$0][0] }
                 let probabilities = Self.probabilities(rows, weight: foldWeight)
                 let columns = keptClasses.map { label in labels.firstIndex(of: label)! }
+                let keptUsers = keptClasses.indices.filter { !NegativeClass.isNegative(keptClasses[$0]) }
                 return probes.enumerated().map { position, probe in
+                    let row = Scoring.countingAbsentUsers(
+                        probabilities[position], absent: foldUsers.count, users: keptUsers)
                     var full = [Float](repeating: 0, count: labels.count)
-                    for (column, value) in zip(columns, probabilities[position]) { full[column] = value }
+                    for (column, value) in zip(columns, row) { full[column] = value }
                     return Prediction(path: all[probe].path, trueLabel: "2", probabilities: full)
                 }
             }

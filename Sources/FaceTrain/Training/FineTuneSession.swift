@@ -57,7 +57,7 @@ public final class FineTuneSession {
         let result = try fineTune(dataset, observer: observer, shouldStop: shouldStop)
 
         let started = Date()
-        let users = dataset.labels.filter { ![NegativeClass.notAFace, NegativeClass.unknownPerson].contains($0) }
+        let users = dataset.labels.filter { !NegativeClass.isNegative($0) }
         var order = users
         var shuffler = SplitMix64(seed: configuration.seed ^ 0x5EED)
         order.shuffle(using: &shuffler)
@@ -78,7 +78,9 @@ public final class FineTuneSession {
                         of: probes, with: &network, definition: foldResult.model.definition)
                 } catch { throw .engine("\(error)") }
                 let columns = kept.labels.map { label in labels.firstIndex(of: String(label))! }
-                for (probe, row) in zip(probes, probabilities) {
+                let keptUsers = kept.labels.indices.filter { !NegativeClass.isNegative(kept.labels[$0]) }
+                for (probe, foldRow) in zip(probes, probabilities) {
+                    let row = Scoring.countingAbsentUsers(foldRow, absent: foldUsers.count, users: keptUsers)
                     var full = [Float](repeating: 0, count: labels.count)
                     for (column, value) in zip(columns, row) { full[column] = value }
                     leftOut.append(Prediction(path: probe.path, trueLabel: "2", probabilities: full))

@@ -91,6 +91,22 @@ struct ScoringTests {
         #expect(strangers[0].probabilities[2] == 0)
     }
 
+    /// A fold's head lacks the fold's users; counting them back is the softmax over the kept
+    /// logits plus that many classes at the kept users' mean exp-logit, worked out directly here.
+    @Test func absentUsersCountBackAsTheKeptUsersMean() {
+        // Classes "1", "2", then three kept users; two users of the fold are absent.
+        let logits: [Float] = [1, 2, 6, 4, 3]
+        let exps = logits.map { expf($0) }
+        let probabilities = exps.map { $0 / exps.reduce(0, +) }
+        let counted = Scoring.countingAbsentUsers(probabilities, absent: 2, users: [2, 3, 4])
+        let meanUser = (exps[2] + exps[3] + exps[4]) / 3
+        let expected = exps.map { $0 / (exps.reduce(0, +) + 2 * meanUser) }
+        for (got, want) in zip(counted, expected) { #expect(abs(got - want) < 1e-6) }
+        // The best user's share falls from 0.83 to 0.50: fewer strangers pass a threshold.
+        #expect(abs(counted[2] - 0.5) < 1e-3 && abs(probabilities[2] - 0.826) < 1e-3)
+        #expect(Scoring.countingAbsentUsers(probabilities, absent: 0, users: [2, 3, 4]) == probabilities)
+    }
+
     @Test func chosenThresholdMeetsTheTargetWithTheMostAccuracy() {
         let sweep = Scoring.sweep(predictions, classLabels: labels)
         #expect(sweep.count == 101)
