@@ -221,6 +221,7 @@ public enum Scoring {
     /// missing user is like a kept one). Without this a head short of a tenth of the users gives
     /// strangers too much probability, and the threshold keeps out twice the strangers it promises
     /// (celeba, base v7: 4.5 % of left-out users accepted where 2.4 % of unseen strangers were).
+    /// For heads on a frozen extractor only: `--fine-tune all`'s folds measured too lenient with it.
     public static func countingAbsentUsers(_ probabilities: [Float], absent: Int, users: [Int]) -> [Float] {
         guard absent > 0, !users.isEmpty else { return probabilities }
         let mean = users.reduce(Float(0)) { $0 + probabilities[$1] } / Float(users.count)
