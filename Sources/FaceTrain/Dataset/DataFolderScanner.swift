@@ -82,7 +82,7 @@ struct DataFolderScanner {
                                     id: label, sources: ["folder \(folder.path)", "\(url.path) (id \(id))"]))
                         }
                         record.id = label
-                        if label == NegativeClass.notAFace || label == NegativeClass.unknownPerson {
+                        if NegativeClass.isNegative(label) {
                             warnings.append(
                                 DataWarning(
                                     kind: "ignored_file", path: url.path,
@@ -216,7 +216,7 @@ struct DataFolderScanner {
                 problems.append(.invalidMetadata(path: record.source, reason: "has no \"id\""))
                 continue
             }
-            if id == NegativeClass.notAFace || id == NegativeClass.unknownPerson {
+            if NegativeClass.isNegative(id) {
                 problems.append(.reservedIdInMetadata(source: record.source, id: id))
                 continue
             }

@@ -92,6 +92,38 @@ struct FitJobTests {
         // The job read the crops at the base's input size, whatever the options said.
         #expect(verification.manifest?.input.width == base.manifest.definition.input.width)
     }
+    /// Each left-out crop's softmax counts the fold's absent users: its row sums to
+    /// 1 / (1 + absent · the kept users' mean share), not 1, and its own user's column is empty.
+    @Test func leftOutUsersAreScoredWithTheirFoldsAbsentUsersCounted() throws {
+        let root = try Self.syntheticData(users: 6)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = try #require(try BaseModel.resolve("builtin"))
+        let input = base.manifest.definition.input
+        let dataset = try FaceDataset.load(
+            from: root.appendingPathComponent("data"),
+            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
+        let configuration = FitJob.configuration(
+            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        let (_, strangers) = try BaseFitSession(
+            dataset: dataset, configuration: configuration, base: base,
+            cacheDirectory: root.appendingPathComponent("embeddings")
+        ).run(observer: nil)
+        // Six users in six folds: each fold leaves out one user, so one user is absent.
+        #expect(strangers.folds == 6)
+        let rows = try #require(strangers.sources["leave_users_out"])
+        #expect(!rows.isEmpty)
+        let labels = dataset.labels.map(String.init)
+        let userColumns = labels.indices.filter { !NegativeClass.isNegative(dataset.labels[$0]) }
+        for row in rows {
+            let kept = userColumns.filter { row.probabilities[$0] > 0 }
+            #expect(kept.count == userColumns.count - 1, "\(row.probabilities)")
+            let sum = row.probabilities.reduce(0, +)
+            let meanShare = kept.reduce(Float(0)) { $0 + row.probabilities[$1] / sum } / Float(kept.count)
+            #expect(abs(sum - 1 / (1 + meanShare)) < 1e-4, "sum \(sum), mean share \(meanShare)")
+            #expect(sum < 0.999)
+        }
+    }
+
     @Test func aHeadFitStoppedByCtrlCCachesItsEmbeddingsAndPublishesNothing() throws {
         let root = try Self.syntheticData(users: 6)
         defer { try? FileManager.default.removeItem(at: root) }
