@@ -134,6 +134,9 @@ struct ParsedArguments {
     /// Whether a flag was given.
     func flag(_ name: String) -> Bool { flags.contains(name) }
 
+    /// Whether the command line gave the option (not only its default).
+    func given(_ name: String) -> Bool { values[name] != nil }
+
     /// The raw string of an option, or its default.
     func string(_ name: String) -> String? {
         values[name] ?? specs.first(where: { $0.name == name })?.defaultValue

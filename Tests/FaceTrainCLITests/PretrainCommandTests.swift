@@ -197,6 +197,66 @@ struct PretrainCommandTests {
         }
     }
 
+    @Test func centreCropOutsideHalfToOneIsAUsageError() throws {
+        for share in ["0.3", "1.2", "nan"] {
+            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--centre-crop", share])
+            #expect(run.status == 64)
+            #expect(run.standardError.contains("--centre-crop must be a share in 0.5...1"), "\(run.standardError)")
+        }
+    }
+
+    /// `--centre-crop`: the base's embeddings see the centre of each crop, and so do `fit`'s classifier
+    /// and its exports (the crop is part of the input); `--remeasure` gives an existing base a crop.
+    @Test func aCentreCroppedBaseCarriesItsCropIntoFitsAndExports() throws {
+        let data = try FitCommandTests.syntheticData()
+        let root = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = root.appendingPathComponent("base")
+        let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
+        let cache = root.appendingPathComponent("cache")
+        let made = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--cache", cache.path,
+             "--centre-crop", "0.8"] + Self.small)
+        try #require(made.status == 0, "\(made.standardError)")
+        let loaded = try BaseModel.load(from: base)
+        // 32-px network input, 0.8 of the side: 40-px crops, 4 pixels cut from every edge.
+        #expect(loaded.manifest.recipe.centreCrop == 0.8 && loaded.manifest.formatVersion == 2)
+        let input = loaded.extractor.definition.input
+        #expect(input.width == 40 && input.height == 40 && input.crop == 4 && input.networkWidth == 32)
+        #expect(loaded.extractor.definition.layers == ModelDefinition.extractor(architecture: "ref-small", inputSize: 32, width: 8).layers)
+
+        // The whole crop again, by --remeasure: the same weights, no crop, another name and version.
+        let whole = root.appendingPathComponent("whole")
+        let remeasured = try CLIRunner.run(
+            ["pretrain", "--data", corpus.path, "--out", whole.path, "--remeasure", base.path, "--cache", cache.path,
+             "--centre-crop", "1", "--name", "whole-crop", "--version", "2"])
+        try #require(remeasured.status == 0, "\(remeasured.standardError)")
+        let wholeBase = try BaseModel.load(from: whole)
+        #expect(wholeBase.manifest.recipe.centreCrop == nil && wholeBase.manifest.formatVersion == 1)
+        #expect(wholeBase.extractor.definition.input.width == 32 && wholeBase.extractor.definition.input.crop == 0)
+        #expect(wholeBase.manifest.name == "whole-crop" && wholeBase.manifest.version == 2)
+        #expect(wholeBase.extractor.weights == loaded.extractor.weights)
+        #expect(wholeBase.manifest.verification != loaded.manifest.verification, "measured again, on whole crops")
+        try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent())
+
+        let models = root.appendingPathComponent("models")
+        for extra in [[], ["--fine-tune", "all", "--epochs", "1"]] {
+            let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--base", base.path] + extra)
+            try #require(fit.status == 0, "\(fit.standardError)")
+        }
+        for version in ["1", "2"] {
+            let bundle = models.appendingPathComponent(version)
+            let verified = try CLIRunner.run(["verify", bundle.path])
+            #expect(verified.status == 0, "\(verified.standardOutput)\(verified.standardError)")
+            let manifest = try JSONDecoder().decode(Manifest.self, from: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
+            #expect(manifest.input == input && manifest.formatVersion == 2)
+            let crop = data.appendingPathComponent("3").path
+            let image = try #require(try FileManager.default.contentsOfDirectory(atPath: crop).sorted().first)
+            let predicted = try CLIRunner.run(["predict", "--model", bundle.path, "--json", crop + "/" + image])
+            #expect(predicted.status == 0, "\(predicted.standardError)")
+        }
+    }
+
     @Test func weightDecayOutsideZeroToOneIsAUsageError() throws {
         for rate in ["1", "-0.01", "nan"] {
             let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--weight-decay", rate])

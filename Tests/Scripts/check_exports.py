@@ -21,7 +21,7 @@ or COREML_ACTIVATIONS below (the numpy evaluation and weight rules), or the chec
 What it does:
   ONNX     onnx.checker (full check) and strict shape inference; IR 7 / opset 13; one float NCHW input
            [N, C, H, W] and one output [N, classes]; only the expected operators (Conv may be grouped;
-           a residual Add reads two earlier blobs); metadata_props
+           a residual Add reads two earlier blobs; Slice's starts, ends and axes are int64); metadata_props
            (class_labels JSON, version, free-form entries); onnxruntime runs all cases as one batch.
   Core ML  coremltools.utils.load_spec (protobuf parse; Core ML itself does not run on Linux);
            spec version 1, neuralNetworkClassifier, image input, classLabel/classProbability outputs,
@@ -154,8 +154,11 @@ def check_onnx(path, cases_file, checks, batch):
             continue  # a residual add: both inputs are blobs, checked above
         for name in node.input[1:]:
             checks.expect(name in initializers, f"ONNX node {node.name} input {name} is not an initializer")
+    # Slice (the input's crop) reads int64 starts, ends and axes; every other tensor is float32.
+    slice_inputs = {name for node in graph.node if node.op_type == "Slice" for name in node.input[1:]}
     for tensor in graph.initializer:
-        checks.equal(tensor.data_type, onnx.TensorProto.FLOAT, f"ONNX initializer {tensor.name} type")
+        expected_type = onnx.TensorProto.INT64 if tensor.name in slice_inputs else onnx.TensorProto.FLOAT
+        checks.equal(tensor.data_type, expected_type, f"ONNX initializer {tensor.name} type")
 
     properties = {p.key: p.value for p in model.metadata_props}
     try:
@@ -376,6 +379,13 @@ def run_coreml(spec, image):
     return blobs[network.labelProbabilityLayerName].reshape(-1)
 
 
+def crop(params, inputs):
+    """CropLayerParams with cropAmounts: [H, W] edge sizes cut from a [C, H, W] blob (one input)."""
+    (x,) = inputs
+    (top, bottom), (left, right) = [(edge.startEdgeSize, edge.endEdgeSize) for edge in params.cropAmounts.borderAmounts]
+    return x[:, top:x.shape[1] - bottom, left:x.shape[2] - right]
+
+
 def add(params, inputs):
     """AddLayerParams: the elementwise sum of all inputs (alpha only joins a single input)."""
     import numpy as np
@@ -511,6 +521,7 @@ COREML_LAYERS = {
     "innerProduct": CoreMLLayer(inner_product, inner_product_weights),
     "softmax": CoreMLLayer(softmax),
     "add": CoreMLLayer(add),
+    "crop": CoreMLLayer(crop),
 }
 COREML_ACTIVATIONS = {
     "ReLU": relu,

@@ -120,7 +120,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         parentVersion: Int? = nil, createdAt: Date = Date(), blas: String = BLASRuntime.summary
     ) {
         let usersByLabel = Dictionary(users.map { (String($0.id), $0) }, uniquingKeysWith: { first, _ in first })
-        self.formatVersion = definition.layers.map(\.minimumFormatVersion).max() ?? 1
+        self.formatVersion = definition.minimumFormatVersion
         self.version = version
         self.createdAt = Manifest.timestamp(createdAt)
         self.facetrainVersion = FaceTrainVersion.string

@@ -29,8 +29,8 @@ public struct CoreMLExportOptions: Sendable, Equatable {
 
 /// Writes a trained model as a Core ML `.mlmodel`: specification version 1 (iOS 11), a
 /// `neuralNetworkClassifier` of legacy layers with float32 weights (convolutions with `nGroups`,
-/// residual `add` layers with two inputs, both in the first specification), an image input whose
-/// normalisation is the image scaler, and `classLabel` / `classProbability` outputs for Vision.
+/// residual `add` layers with two inputs, a `crop` layer for the input's crop, all in the first
+/// specification), an image input whose normalisation is the image scaler, and `classLabel` / `classProbability` outputs for Vision.
 ///
 /// Field numbers and layouts follow coremltools' `Model.proto`, `NeuralNetwork.proto` and
 /// `FeatureTypes.proto` (github.com/apple/coremltools, `mlmodel/format/`).

@@ -52,6 +52,21 @@ struct ExportTensor: Sendable {
     /// Its ONNX shape.
     var dimensions: [Int]
     var values: [Float]
+    /// An ONNX int64 tensor instead (Slice's starts, ends and axes); `values` is then empty.
+    var integers: [Int64]?
+
+    init(suffix: String, dimensions: [Int], values: [Float]) {
+        self.suffix = suffix
+        self.dimensions = dimensions
+        self.values = values
+    }
+
+    init(suffix: String, integers: [Int64]) {
+        self.suffix = suffix
+        self.dimensions = [integers.count]
+        self.values = []
+        self.integers = integers
+    }
 }
 
 /// One exported layer in both formats.
@@ -87,10 +102,27 @@ struct ExportOperation: Sendable {
         form: ExportForm(onnxOperator: "Softmax", coreMLLayer: "softmax", coreMLField: 175),
         onnxAttributes: [.int("axis", 1)])
 
-    /// The operations exports add around the layers: the flatten, the softmax, and ONNX's
-    /// normalisation of the pixels (Mul + Add; Core ML's image scaler is no layer).
+    /// The input's crop (`InputSpecification.crop`), before the first layer: ONNX Slice of H and W,
+    /// Core ML's crop layer (in the first specification) with the same border on every edge.
+    static func centreCrop(border: Int, height: Int, width: Int) -> ExportOperation {
+        let edge = Int64(border)
+        return ExportOperation(
+            form: cropForm,
+            tensors: [
+                ExportTensor(suffix: "starts", integers: [edge, edge]),
+                ExportTensor(suffix: "ends", integers: [Int64(height) - edge, Int64(width) - edge]),
+                ExportTensor(suffix: "axes", integers: [2, 3]),
+            ],
+            // CropLayerParams.cropAmounts has the layout of ValidPadding's paddingAmounts.
+            writeCoreMLParameters: { writeValidPadding(border, to: &$0) })
+    }
+
+    static let cropForm = ExportForm(onnxOperator: "Slice", coreMLLayer: "crop", coreMLField: 190)
+
+    /// The operations exports add around the layers: the input's crop, the flatten, the softmax,
+    /// and ONNX's normalisation of the pixels (Mul + Add; Core ML's image scaler is no layer).
     static let graphForms: [String: [ExportForm]] = [
-        "flatten": [flatten.form], "softmax": [softmax.form],
+        "crop": [cropForm], "flatten": [flatten.form], "softmax": [softmax.form],
         "preprocessing": [
             ExportForm(onnxOperator: "Mul", coreMLLayer: "", coreMLField: 0),
             ExportForm(onnxOperator: "Add", coreMLLayer: "", coreMLField: 0),

@@ -38,7 +38,8 @@ public struct ExportNaming: Sendable, Equatable {
 }
 
 /// A trained model checked and translated into the operations both export formats share:
-/// dropout removed, a flatten inserted before the first linear layer, softmax appended,
+/// the input's crop first when it has one, dropout removed, a flatten inserted before the first
+/// linear layer, softmax appended,
 /// every layer and blob named and every tensor checked against the definition. Each layer lowers
 /// itself (`LayerKind.lowered`); a residual add reads two blobs: the previous step's output and
 /// the earlier layer's.
@@ -76,7 +77,11 @@ struct ExportPlan {
         var pending: [(name: String, operation: ExportOperation, shortcut: Int?)] = []
         // Per layer: the pending step that produces its output (-1: the input).
         var producers: [Int] = []
-        var graphShape = [definition.input.channels, definition.input.height, definition.input.width]
+        let input = definition.input
+        if input.crop > 0 {
+            pending.append(("crop", .centreCrop(border: input.crop, height: input.height, width: input.width), nil))
+        }
+        var graphShape = [input.channels, input.networkHeight, input.networkWidth]
         var pendingScale: Float?  // of an l2Normalize, waiting for the inner product to absorb it
         for (index, layer) in definition.layers.enumerated() {
             let name = definition.layerNames[index]

@@ -28,7 +28,7 @@ public struct ONNXExportOptions: Sendable, Equatable {
 
 /// Writes a trained model as ONNX (opset 13, IR version 7): one float32 NCHW input of raw 0...255
 /// pixels (RGB order, batch dimension "N"), the normalisation as Mul + Add in the graph, the
-/// layers as Conv (with `group` when grouped) / BatchNormalization / Relu / MaxPool /
+/// input's crop as Slice (int64 starts, ends and axes), the layers as Conv (with `group` when grouped) / BatchNormalization / Relu / MaxPool /
 /// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs) / PRelu, and
 /// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
 ///
@@ -129,7 +129,11 @@ public enum ONNXExporter {
         writeInitializer(Preprocessing.biasTensor, dims: [1, channels, 1, 1], values: plan.input.bias, to: &graph)
         for step in plan.steps {
             for (tensorName, tensor) in zip(step.tensorNames, step.operation.tensors) {
-                writeInitializer(tensorName, dims: tensor.dimensions, values: tensor.values, to: &graph)
+                if let integers = tensor.integers {
+                    writeInitializer(tensorName, integers: integers, to: &graph)
+                } else {
+                    writeInitializer(tensorName, dims: tensor.dimensions, values: tensor.values, to: &graph)
+                }
             }
         }
 
@@ -196,6 +200,16 @@ public enum ONNXExporter {
         }
     }
 
+    /// A one-dimensional int64 initializer, as raw little-endian bytes.
+    private static func writeInitializer(_ name: String, integers: [Int64], to graph: inout ProtobufWriter) {
+        graph.writeMessage(5) { tensor in
+            tensor.writeSigned(1, Int64(integers.count), always: true)
+            tensor.writeSigned(2, DataType.int64, always: true)
+            tensor.writeString(8, name, always: true)
+            tensor.writeBytes(9, integers.flatMap { value in (0..<8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }, always: true)
+        }
+    }
+
     private static func writeValueInfo(
         _ field: Int, name: String, dims: [Dimension], to graph: inout ProtobufWriter
     ) {
@@ -227,6 +241,7 @@ public enum ONNXExporter {
 
     private enum DataType {
         static let float: Int64 = 1
+        static let int64: Int64 = 7
     }
 
     /// A JSON array of strings in the layout of Python's `json.dumps` (", " between items), kept

@@ -19,7 +19,7 @@ extension ModelDefinition {
 
     /// Checks every layer against the data flowing in and returns the data after each one.
     func checkedLayers() throws(ModelDefinitionError) -> [LayerData] {
-        var data = LayerData(shape: [input.channels, input.height, input.width], isFlattened: false)
+        var data = LayerData(shape: [input.channels, input.networkHeight, input.networkWidth], isFlattened: false)
         var outputs: [LayerData] = []
         var pendingNormalization = false
         for (index, layer) in layers.enumerated() {
@@ -49,6 +49,12 @@ extension ModelDefinition {
         return outputs
     }
 
+    /// The oldest manifest format that describes this definition: 2 for the layer kinds and the
+    /// input crop that came after the first, so an older facetrain refuses the file by version.
+    public var minimumFormatVersion: Int {
+        max(layers.map(\.minimumFormatVersion).max() ?? 1, input.crop > 0 ? 2 : 1)
+    }
+
     /// The output shape of every layer (batch left out), after checking them all.
     public func layerOutputShapes() throws(ModelDefinitionError) -> [[Int]] {
         try checkedLayers().map(\.shape)
@@ -73,6 +79,9 @@ extension ModelDefinition {
     private func validateInput() throws(ModelDefinitionError) {
         guard input.width > 0, input.height > 0 else {
             throw .invalidInput(reason: "size \(input.width)x\(input.height) is not positive")
+        }
+        guard input.crop >= 0, input.networkWidth > 0, input.networkHeight > 0 else {
+            throw .invalidInput(reason: "a crop of \(input.crop) pixels a side leaves nothing of \(input.width)x\(input.height)")
         }
         switch (input.channels, input.colorSpace) {
         case (3, "RGB"), (1, "GRAY"): break
@@ -114,8 +123,8 @@ public enum ModelDefinitionError: Error, CustomStringConvertible, Equatable {
         switch self {
         case .invalidInput(let reason):
             "Model definition: the input specification is invalid: \(reason).\n"
-                + "HINT: the input must be 1 (GRAY) or 3 (RGB) channels with one finite bias per channel and a "
-                + "non-zero scale."
+                + "HINT: the input must be 1 (GRAY) or 3 (RGB) channels with one finite bias per channel, a "
+                + "non-zero scale and a crop that leaves at least one pixel."
         case .invalidLayer(let index, let kind, let reason):
             "Model definition: layer \(index) (\(kind)): \(reason).\n"
                 + "HINT: fix layer \(index) in the architecture or the manifest's layer list; facetrain checks "

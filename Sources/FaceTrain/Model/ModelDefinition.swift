@@ -14,14 +14,59 @@ public struct InputSpecification: Codable, Sendable, Equatable {
     public var colorSpace: String
     public var scale: Float
     public var bias: [Float]
+    /// Pixels cut from every edge of the `width` x `height` image before the first layer, which
+    /// sees the centre (`networkWidth` x `networkHeight`). An extractor pretrained on random resized
+    /// crops knows faces at the mean scale of those crops, larger than in a whole crop; 0: none.
+    public var crop: Int
 
-    public init(width: Int, height: Int, channels: Int, scale: Float = 1 / 127.5, bias: [Float]? = nil) {
+    public init(width: Int, height: Int, channels: Int, scale: Float = 1 / 127.5, bias: [Float]? = nil, crop: Int = 0) {
         self.width = width
         self.height = height
         self.channels = channels
         self.colorSpace = channels == 1 ? "GRAY" : "RGB"
         self.scale = scale
         self.bias = bias ?? [Float](repeating: -1, count: channels)
+        self.crop = crop
+    }
+
+    /// The size the first layer sees.
+    public var networkWidth: Int { width - 2 * crop }
+    public var networkHeight: Int { height - 2 * crop }
+
+    /// This input with `border` pixels around a centre of the same size as before.
+    public func cropping(_ border: Int) -> InputSpecification {
+        var input = self
+        input.width = networkWidth + 2 * border
+        input.height = networkHeight + 2 * border
+        input.crop = border
+        return input
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case width, height, channels, colorSpace, scale, bias, crop
+    }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        width = try container.decode(Int.self, forKey: .width)
+        height = try container.decode(Int.self, forKey: .height)
+        channels = try container.decode(Int.self, forKey: .channels)
+        colorSpace = try container.decode(String.self, forKey: .colorSpace)
+        scale = try container.decode(Float.self, forKey: .scale)
+        bias = try container.decode([Float].self, forKey: .bias)
+        crop = try container.decodeIfPresent(Int.self, forKey: .crop) ?? 0
+    }
+
+    /// Without a crop the encoding is the one written before crops existed, byte for byte.
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(width, forKey: .width)
+        try container.encode(height, forKey: .height)
+        try container.encode(channels, forKey: .channels)
+        try container.encode(colorSpace, forKey: .colorSpace)
+        try container.encode(scale, forKey: .scale)
+        try container.encode(bias, forKey: .bias)
+        if crop != 0 { try container.encode(crop, forKey: .crop) }
     }
 }
 

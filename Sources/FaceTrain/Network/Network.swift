@@ -176,8 +176,10 @@ public struct Network: Sendable, CustomStringConvertible {
 
     /// One line per layer: name, output shape (batch 1) and parameter count.
     public var description: String {
-        var shape = [1, definition.input.channels, definition.input.height, definition.input.width]
-        var lines = ["Network: input \(shape.dropFirst().map(String.init).joined(separator: "x"))"]
+        let input = definition.input
+        var shape = [1, input.channels, input.networkHeight, input.networkWidth]
+        let crop = input.crop > 0 ? " (the centre of \(input.channels)x\(input.height)x\(input.width))" : ""
+        var lines = ["Network: input \(shape.dropFirst().map(String.init).joined(separator: "x"))\(crop)"]
         for (name, layer) in zip(layerNames, layers) {
             shape = layer.outputShape(for: shape)
             let count = layer.parameters.reduce(0) { $0 + $1.value.count }
@@ -312,9 +314,12 @@ public struct Network: Sendable, CustomStringConvertible {
         }
     }
 
-    private mutating func run(_ images: Tensor, mode: Mode, stageCount: Int) {
+    private mutating func run(_ whole: Tensor, mode: Mode, stageCount: Int) {
         precondition(
-            images.shape.count == 4 && images.shape[0] >= 1, "Network input must be [N, C, H, W], got \(images.shape)")
+            whole.shape.count == 4 && whole.shape[0] >= 1, "Network input must be [N, C, H, W], got \(whole.shape)")
+        // The input's crop happens before the first layer, as in the exports.
+        let border = definition.input.crop
+        let images = border > 0 ? centreCrop(whole, border: border) : whole
         var shape = images.shape
         images.scalars.withUnsafeBufferPointer { imageBuffer in
             for stageIndex in 0..<stageCount {

@@ -9,7 +9,8 @@ import Foundation
 public struct BaseModel: Sendable {
     public struct Manifest: Codable, Sendable, Equatable {
         public static let formatName = "facetrain.base"
-        public static let currentFormatVersion = 1
+        /// 2: the definition's input may have a crop.
+        public static let currentFormatVersion = 2
 
         public var format = formatName
         public var formatVersion = currentFormatVersion
@@ -169,7 +170,8 @@ public struct BaseModel: Sendable {
                     .description)
         }
         let input = base.manifest.definition.input
-        let expected = ModelDefinition.extractor(architecture: recipe.architecture, inputSize: input.width, width: base.manifest.width)
+        let expected = ModelDefinition.extractor(
+            architecture: recipe.architecture, inputSize: input.networkWidth, width: base.manifest.width)
         guard expected.layers == base.extractor.definition.layers, input.width == input.height, input.channels == 3 else {
             throw .engine(
                 BaseModelError.incompatible(
@@ -186,8 +188,10 @@ public struct BaseModel: Sendable {
             throw .engine(BaseModelError.incompatible(base: source, reason: error.description).description)
         }
         let input = manifest.definition.input
-        return named.classifier(
-            classLabels: labels, inputSize: input.width, channels: input.channels, width: manifest.width)
+        var definition = named.classifier(
+            classLabels: labels, inputSize: input.networkWidth, channels: input.channels, width: manifest.width)
+        definition.input = input  // with the base's crop
+        return definition
     }
 
     /// `--base`: "builtin", "none" (nil) or a base model folder.

@@ -24,6 +24,11 @@ public struct PretrainConfiguration: Codable, Sendable, Equatable {
     public var teacher: String?
     /// How the teacher is distilled; nil (recipes recorded before there was a choice) is relational.
     public var teacherLoss: TeacherLoss?
+    /// Share of a crop's side the base's embeddings see (verification, the bank, `fit`, the exports):
+    /// its centre, at the input size. Training's random resized crops keep on average
+    /// E[sqrt(area)] of the side (0.80 for areas of 30-100 %), so the extractor knows faces at that
+    /// scale. Nil (the recipes recorded before it) is the whole crop; it changes no training step.
+    public var centreCrop: Double?
 
     /// See `TeacherDescriptors`.
     public enum TeacherLoss: String, Codable, Sendable, CaseIterable {
@@ -36,11 +41,18 @@ public struct PretrainConfiguration: Codable, Sendable, Equatable {
     /// (55 % of the side) still have about the input's resolution.
     public var cropSide: Int { inputSize * 3 / 2 }
 
+    /// Pixels the embedding input adds on every side of the input size (0: the whole crop).
+    public var centreCropBorder: Int {
+        guard let share = centreCrop, share < 1 else { return 0 }
+        return Int((Double(inputSize) * (1 / share - 1) / 2).rounded())
+    }
+
     enum CodingKeys: String, CodingKey {
         case architecture, width, epochs, seed, scale, margin, augmentation
         case teacher
         case teacherWeight = "teacher_weight"
         case teacherLoss = "teacher_loss"
+        case centreCrop = "centre_crop"
         case inputSize = "input_size"
         case batchSize = "batch_size"
         case learningRate = "learning_rate"
@@ -92,7 +104,10 @@ public final class PretrainSession: @unchecked Sendable {
     public let corpus: IdentityCorpus
     public let cache: CropCache
     public let configuration: PretrainConfiguration
+    /// What trains: the extractor at the input size, fed augmented crops.
     public let definition: ModelDefinition
+    /// What embeds whole crops and ships: the same layers, whose input has the recipe's centre crop.
+    public let embeddingDefinition: ModelDefinition
     /// Training crops (of the `train` identities) and their identity index among them.
     let training: [(slot: Int, identity: Int)]
     let trainingIdentities: Int
@@ -117,6 +132,9 @@ public final class PretrainSession: @unchecked Sendable {
         self.configuration = configuration
         definition = ModelDefinition.extractor(
             architecture: configuration.architecture, inputSize: configuration.inputSize, width: configuration.width)
+        var embeddingDefinition = definition
+        embeddingDefinition.input = definition.input.cropping(configuration.centreCropBorder)
+        self.embeddingDefinition = embeddingDefinition
         let trainNames = corpus.identities(ofSplit: "train")
         let validationNames = corpus.identities(ofSplit: "val")
         var trainIndex: [Int: Int] = [:]
@@ -361,7 +379,8 @@ public final class PretrainSession: @unchecked Sendable {
         }
         let verificationMetrics = try measureVerification(&network)
         return PretrainResult(
-            extractor: network.trainedModel, history: history, verification: verificationMetrics,
+            extractor: TrainedModel(definition: embeddingDefinition, weights: network.weights),
+            history: history, verification: verificationMetrics,
             trainingCrops: training.count, trainingIdentities: trainingIdentities)
     }
 
@@ -372,7 +391,8 @@ public final class PretrainSession: @unchecked Sendable {
         var network: Network
         do { network = try Network(model: base.extractor) } catch { throw .engine("\(error)") }
         return PretrainResult(
-            extractor: base.extractor, history: base.manifest.training.epochs, verification: try measureVerification(&network),
+            extractor: TrainedModel(definition: embeddingDefinition, weights: base.extractor.weights),
+            history: base.manifest.training.epochs, verification: try measureVerification(&network),
             trainingCrops: training.count, trainingIdentities: trainingIdentities)
     }
 
@@ -382,9 +402,10 @@ public final class PretrainSession: @unchecked Sendable {
         (try? definition.layerOutputShapes())?.last.map { $0.reduce(1, *) } ?? 0
     }
 
-    /// Embeddings of cached crops (whole crop resized to the input, no augmentation).
+    /// Embeddings of cached crops (whole crop resized to the network's input, no augmentation),
+    /// by a network of `embeddingDefinition`.
     public func embeddings(ofSlots slots: [Int], with network: inout Network) throws(FitError) -> [[Float]] {
-        let input = definition.input
+        let input = network.definition.input
         let plane = input.channels * input.width * input.height
         var rows: [[Float]] = []
         rows.reserveCapacity(slots.count)
@@ -410,8 +431,16 @@ public final class PretrainSession: @unchecked Sendable {
         return rows
     }
 
+    /// A network of `embeddingDefinition` with the weights of `network`.
+    private func embeddingNetwork(_ network: Network) throws(FitError) -> Network {
+        do { return try Network(definition: embeddingDefinition, weights: network.weights) } catch {
+            throw .engine("\(error)")
+        }
+    }
+
     private func measureVerification(_ network: inout Network) throws(FitError) -> VerificationMetrics {
-        let rows = try embeddings(ofSlots: verification.map(\.slot), with: &network)
+        var embedding = try embeddingNetwork(network)
+        let rows = try embeddings(ofSlots: verification.map(\.slot), with: &embedding)
         return VerificationMetrics.measure(embeddings: rows, identities: verification.map(\.identity))
     }
 
@@ -444,11 +473,11 @@ public final class PretrainSession: @unchecked Sendable {
     {
         let bankNames = corpus.identities(ofSplit: "bank")
         let bankCrops = corpus.crops.filter { bankNames.contains(corpus.identities[$0.identity]) && cache.slots[$0.path] != nil }
-        var network = try Network(model: result.extractor)
+        var network = try Network(model: result.extractor)  // of embeddingDefinition
         let bankRows = try embeddings(ofSlots: bankCrops.map { cache.slots[$0.path]! }, with: &network).map(
             ModelEvaluation.unitLength)
         let corpusName = corpus.root.lastPathComponent
-        let manifest = BaseModel.Manifest(
+        var manifest = BaseModel.Manifest(
             name: name, version: version, facetrainVersion: FaceTrainVersion.string,
             architecture: configuration.architecture, width: configuration.width, definition: result.extractor.definition,
             embeddingFeatures: Self.embeddingFeatures(of: definition),
@@ -469,6 +498,9 @@ public final class PretrainSession: @unchecked Sendable {
                 "Trained on CelebA face crops (MMLAB, The Chinese University of Hong Kong), which are available for "
                 + "non-commercial research purposes only; these weights derive from them, so use them for "
                 + "non-commercial research only, or pretrain a base on data you hold rights to.")
+        // Base format 2 is the one whose input may have a crop: older facetrains refuse it by version,
+        // and a base without one stays readable by them.
+        manifest.formatVersion = result.extractor.definition.input.crop > 0 ? 2 : 1
         try BaseModel.write(
             manifest: manifest, extractor: result.extractor, bankEmbeddings: bankRows,
             bankIdentities: bankCrops.map(\.identity), to: folder)

@@ -34,10 +34,16 @@ struct Pretrain: Command {
                 "teacher-loss", "kind",
                 "relational (the student's similarities follow the teacher's) or feature (a linear map of the embedding follows each descriptor).",
                 default: "feature"),
+            .option(
+                "centre-crop", "share",
+                "Share of a crop's side the base's embeddings see (verification, bank, fit, exports): its centre, "
+                    + "0.5 to 1 (1: the whole crop). The random resized crops of training keep 0.8 of the side on "
+                    + "average. With --remeasure: a new crop for an existing base.", default: "1"),
             .option("cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
             .option(
                 "remeasure", "dir",
-                "Do not train: measure the verification and bank of an existing base (its recipe) again, into --out."),
+                "Do not train: measure the verification and bank of an existing base (its recipe, or the "
+                    + "--centre-crop, --name and --version given) again, into --out."),
             .flag("skip-bad", "Train without crops that cannot be decoded, naming each one."),
             .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event."),
@@ -52,6 +58,10 @@ struct Pretrain: Command {
     let version: Int
     let teacher: URL?
     let remeasure: URL?
+    /// With --remeasure, what the command line changes of the old base (nil: keep).
+    let newCentreCrop: Double??
+    let newName: String?
+    let newVersion: Int?
     let skipBad: Bool
     let resume: Bool
     let json: Bool
@@ -91,6 +101,14 @@ struct Pretrain: Command {
             throw UsageError(message: "--greyscale must be a share in 0...1 (0.2: one crop in five grey)")
         }
         if greyscale > 0 { configuration.augmentation.greyscaleShare = greyscale }
+        let centreCrop: Double = try arguments.required("centre-crop")
+        guard centreCrop.isFinite, (0.5...1).contains(centreCrop) else {
+            throw UsageError(message: "--centre-crop must be a share in 0.5...1 (0.8: the central 80 % of the side)")
+        }
+        if centreCrop < 1 { configuration.centreCrop = centreCrop }
+        newCentreCrop = arguments.given("centre-crop") ? .some(configuration.centreCrop) : .none
+        newName = arguments.given("name") ? arguments.string("name") : nil
+        newVersion = arguments.given("version") ? try arguments.required("version") : nil
         remeasure = arguments.string("remeasure").map { URL(fileURLWithPath: $0) }
         teacher = arguments.string("teacher").map { URL(fileURLWithPath: $0) }
         if let teacher {
@@ -157,13 +175,15 @@ struct Pretrain: Command {
                 throw BaseModelError.incompatible(
                     base: old.source, reason: "its architecture \(old.manifest.recipe.architecture) is not known here")
             }
+            var recipe = old.manifest.recipe
+            if let newCentreCrop { recipe.centreCrop = newCentreCrop }
             let session = try PretrainSession(
-                corpus: corpus, cache: cropCache, configuration: old.manifest.recipe,
+                corpus: corpus, cache: cropCache, configuration: recipe,
                 checkpointDirectory: out.deletingLastPathComponent().appendingPathComponent(".checkpoints"))
             let result = try session.remeasure(old)
             try session.writeBase(
-                result, name: old.manifest.name, version: old.manifest.version, seconds: old.manifest.training.seconds,
-                to: out)
+                result, name: newName ?? old.manifest.name, version: newVersion ?? old.manifest.version,
+                seconds: old.manifest.training.seconds, to: out)
             printVerification(result.verification)
             print(out.path)
             return .success

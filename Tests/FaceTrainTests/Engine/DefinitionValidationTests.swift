@@ -140,4 +140,31 @@ struct DefinitionValidationTests {
         }
         #expect(network.forward(TestData.normal([2, 3, 32, 32], seed: 5), mode: .inference).shape == [2, 3])
     }
+
+    /// An input crop is part of the definition: checked, versioned, and written only when it is set,
+    /// so manifests from before it re-encode byte for byte.
+    @Test func anInputCropIsCheckedVersionedAndOnlyWrittenWhenSet() throws {
+        let plain = TestData.tinyDefinition()
+        let plainJSON = try JSONText.data(plain.input, pretty: false)
+        #expect(!String(decoding: plainJSON, as: UTF8.self).contains("crop"))
+        #expect(try JSONDecoder().decode(InputSpecification.self, from: plainJSON) == plain.input)
+        #expect(plain.minimumFormatVersion == 1)
+
+        var cropped = plain
+        cropped.input = plain.input.cropping(3)
+        #expect(cropped.input.width == 14 && cropped.input.networkHeight == 8 && cropped.minimumFormatVersion == 2)
+        let croppedJSON = try JSONText.data(cropped.input, pretty: false)
+        #expect(String(decoding: croppedJSON, as: UTF8.self).contains("\"crop\":3"))
+        #expect(try JSONDecoder().decode(InputSpecification.self, from: croppedJSON) == cropped.input)
+        #expect(try cropped.layerOutputShapes() == plain.layerOutputShapes())
+        let manifest = Manifest(
+            version: 1, definition: cropped, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
+        #expect(manifest.formatVersion == 2)
+
+        var tooMuch = plain
+        tooMuch.input.crop = 4
+        #expect(throws: ModelDefinitionError.invalidInput(reason: "a crop of 4 pixels a side leaves nothing of 8x8")) {
+            try tooMuch.validate(as: .classifier)
+        }
+    }
 }

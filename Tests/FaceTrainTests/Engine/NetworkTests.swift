@@ -202,4 +202,37 @@ import Testing
         _ = copy.forward(TestData.normal([2, 3, 8, 8], seed: 99), mode: .inference)
         #expect(network.forward(Self.images, mode: .inference) == first)
     }
+
+    /// A network whose input has a crop is the network without it on the centre of each image:
+    /// outputs, embeddings and (the crop is before the first layer) parameter gradients.
+    @Test func aCroppedInputIsTheNetworkOnTheCentre() throws {
+        let plain = TestData.tinyDefinition(neck: true)
+        var cropped = plain
+        cropped.input = plain.input.cropping(2)
+        #expect(cropped.input.width == 12 && cropped.input.height == 12 && cropped.input.networkWidth == 8)
+        let whole = TestData.normal([4, 3, 12, 12], seed: 5)
+        // The centre, by hand: rows and columns 2..<10 of every plane.
+        var centre = Tensor(zeros: [4, 3, 8, 8])
+        for plane in 0..<12 {
+            for y in 0..<8 {
+                for x in 0..<8 { centre.scalars[(plane * 8 + y) * 8 + x] = whole.scalars[(plane * 12 + y + 2) * 12 + x + 2] }
+            }
+        }
+        var reference = try Network(definition: plain, seed: 9)
+        var network = try Network(definition: cropped, weights: reference.weights)
+        #expect(network.forward(whole, mode: .inference).scalars == reference.forward(centre, mode: .inference).scalars)
+        #expect(try network.embeddings(for: whole).scalars == reference.embeddings(for: centre).scalars)
+        #expect(throws: NetworkError.self) { try network.embeddings(for: centre) }
+        for (net, images) in [(0, whole), (1, centre)] {
+            var current = net == 0 ? network : reference
+            let logits = current.forward(images, mode: .training)
+            let (_, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0).lossAndGradient(logits: logits, labels: Self.labels)
+            current.zeroGradients()
+            current.backward(gradient)
+            if net == 0 { network = current } else { reference = current }
+        }
+        let gradients = network.layers.flatMap { $0.parameters.map(\.gradient.scalars) }
+        #expect(gradients == reference.layers.flatMap { $0.parameters.map(\.gradient.scalars) })
+        #expect(gradients.contains { $0.contains { $0 != 0 } })
+    }
 }

@@ -131,6 +131,34 @@ struct ExportConsumerTests {
         #expect(result.status == 0, "\(name): check_exports.py failed:\n\(result.output)")
     }
 
+    /// A base's input crop (the builtin base's architecture at width 4, its 48-px network seeing the
+    /// centre of 64-px crops) exports as Core ML `crop` and ONNX `Slice` before the first layer, and
+    /// both files give what facetrain gives.
+    @Test func croppedInputExportsMatchOnCelebrityCrops() throws {
+        let crops = try Self.celebrityCrops(count: 8)
+        var definition = try ModelDefinition.architecture(named: "ref-deep-gdc").classifier(
+            classLabels: ["1", "2", "3", "4", "5"], inputSize: 48, width: 4)
+        definition.input = definition.input.cropping(8)
+        #expect(definition.input.width == 64 && definition.minimumFormatVersion == 2)
+        let model = TrainedModel.seeded(definition, seed: 29)
+        let result = try Self.exportAndCheck(model, crops: crops)
+        #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
+        // The crop is in both files, and the numbers are facetrain's own network's.
+        let coreML = try CoreMLExporter.encode(model, metadata: Self.metadata)
+        let onnx = try ONNXExporter.encode(model, metadata: Self.metadata)
+        #expect(coreML.range(of: Data("crop_out".utf8)) != nil && onnx.range(of: Data("Slice".utf8)) != nil)
+        var network = try Network(model: model)
+        for crop in crops.prefix(2) {
+            var images = Tensor(zeros: [1, 3, 64, 64])
+            images.scalars.withUnsafeMutableBufferPointer {
+                ImageTensor.write(Image(width: 64, height: 64, channels: 3, pixels: crop.pixels), input: definition.input, to: $0.baseAddress!)
+            }
+            let engine = try network.probabilities(for: images).scalars.map(Double.init)
+            let reference = ReferenceForwardPass.probabilities(model, pixels: crop.pixels)
+            #expect(zip(engine, reference).allSatisfy { abs($0 - $1) < 1e-4 }, "\(crop.name)")
+        }
+    }
+
     /// The checker is not vacuous: expectations that do not belong to the images make it fail.
     @Test func checkerRejectsWrongExpectations() throws {
         let crops = try Self.celebrityCrops(count: 3)

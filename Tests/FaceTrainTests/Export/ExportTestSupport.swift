@@ -134,6 +134,15 @@ enum ReferenceForwardPass {
                 }
             }
         }
+        // The input's crop: the first layer sees the centre, `crop` pixels in from every edge.
+        if input.crop > 0 {
+            let (top, innerHeight, innerWidth) = (input.crop, height - 2 * input.crop, width - 2 * input.crop)
+            data = (0..<(channels * innerHeight * innerWidth)).map { index in
+                let (c, y, x) = (index / (innerHeight * innerWidth), index / innerWidth % innerHeight, index % innerWidth)
+                return data[(c * height + y + top) * width + x + top]
+            }
+            (height, width) = (innerHeight, innerWidth)
+        }
         // Every layer's output (values, channels, height, width), for residual adds.
         var outputs: [([Double], Int, Int, Int)] = []
         for (layer, weights) in zip(model.definition.layers, model.weights) {
