@@ -189,19 +189,18 @@ struct PretrainCommandTests {
         #expect(run.standardError.contains("--teacher-loss mse is not known; use relational or feature"), "\(run.standardError)")
     }
 
-    @Test func greyscaleOutsideZeroToOneIsAUsageError() throws {
-        for share in ["1.5", "-0.1", "nan"] {
-            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--greyscale", share])
-            #expect(run.status == 64)
-            #expect(run.standardError.contains("--greyscale must be a share in 0...1"), "\(run.standardError)")
-        }
-    }
-
-    @Test func centreCropOutsideHalfToOneIsAUsageError() throws {
-        for share in ["0.3", "1.2", "nan"] {
-            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--centre-crop", share])
-            #expect(run.status == 64)
-            #expect(run.standardError.contains("--centre-crop must be a share in 0.5...1"), "\(run.standardError)")
+    /// Each number of the recipe outside its range: usage errors (64) that name the range.
+    @Test(arguments: [
+        ("greyscale", ["1.5", "-0.1", "nan"], "--greyscale must be a share in 0...1"),
+        ("min-area", ["0.05", "1.5", "nan"], "--min-area must be a share in 0.1...1"),
+        ("centre-crop", ["0.3", "1.2", "nan"], "--centre-crop must be a share in 0.5...1"),
+        ("weight-decay", ["1", "-0.01", "nan"], "--weight-decay must be a number in 0..<1"),
+    ])
+    func recipeNumbersOutsideTheirRangeAreUsageErrors(option: String, values: [String], message: String) throws {
+        for value in values {
+            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--" + option, value])
+            #expect(run.status == 64, "--\(option) \(value)")
+            #expect(run.standardError.contains(message), "\(run.standardError)")
         }
     }
 
@@ -216,11 +215,12 @@ struct PretrainCommandTests {
         let cache = root.appendingPathComponent("cache")
         let made = try CLIRunner.run(
             ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--cache", cache.path,
-             "--centre-crop", "0.8"] + Self.small)
+             "--centre-crop", "0.8", "--min-area", "0.6"] + Self.small)
         try #require(made.status == 0, "\(made.standardError)")
         let loaded = try BaseModel.load(from: base)
         // 32-px network input, 0.8 of the side: 40-px crops, 4 pixels cut from every edge.
         #expect(loaded.manifest.recipe.centreCrop == 0.8 && loaded.manifest.formatVersion == 2)
+        #expect(loaded.manifest.recipe.augmentation.minimumArea == 0.6)
         let input = loaded.extractor.definition.input
         #expect(input.width == 40 && input.height == 40 && input.crop == 4 && input.networkWidth == 32)
         #expect(loaded.extractor.definition.layers == ModelDefinition.extractor(architecture: "ref-small", inputSize: 32, width: 8).layers)
@@ -254,14 +254,6 @@ struct PretrainCommandTests {
             let image = try #require(try FileManager.default.contentsOfDirectory(atPath: crop).sorted().first)
             let predicted = try CLIRunner.run(["predict", "--model", bundle.path, "--json", crop + "/" + image])
             #expect(predicted.status == 0, "\(predicted.standardError)")
-        }
-    }
-
-    @Test func weightDecayOutsideZeroToOneIsAUsageError() throws {
-        for rate in ["1", "-0.01", "nan"] {
-            let run = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--weight-decay", rate])
-            #expect(run.status == 64)
-            #expect(run.standardError.contains("--weight-decay must be a number in 0..<1"), "\(run.standardError)")
         }
     }
 

@@ -29,6 +29,10 @@ struct Pretrain: Command {
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
             .option("teacher", "file.h5", "Descriptors of a stronger network per crop, to distil."),
             .option("greyscale", "share", "Share of training crops turned grey (0 to 1; none by default).", default: "0"),
+            .option(
+                "min-area", "share",
+                "Smallest share of a crop's area a random resized crop keeps (0.1 to 1; areas are drawn from it to 1).",
+                default: "0.3"),
             .option("teacher-weight", "w", "Weight of the distillation term (with --teacher).", default: "20"),
             .option(
                 "teacher-loss", "kind",
@@ -101,6 +105,11 @@ struct Pretrain: Command {
             throw UsageError(message: "--greyscale must be a share in 0...1 (0.2: one crop in five grey)")
         }
         if greyscale > 0 { configuration.augmentation.greyscaleShare = greyscale }
+        let minimumArea: Double = try arguments.required("min-area")
+        guard minimumArea.isFinite, (0.1...1).contains(minimumArea) else {
+            throw UsageError(message: "--min-area must be a share in 0.1...1 (0.3: crops keep 30-100 % of the area)")
+        }
+        configuration.augmentation.minimumArea = minimumArea
         let centreCrop: Double = try arguments.required("centre-crop")
         guard centreCrop.isFinite, (0.5...1).contains(centreCrop) else {
             throw UsageError(message: "--centre-crop must be a share in 0.5...1 (0.8: the central 80 % of the side)")
