@@ -16,9 +16,9 @@ TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreu
 SHARED   ?= ../shared
 BASE     := base/builtin
 # The recipe of the builtin base (its manifest records it too).
-BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80-grey10-centre90 --version 8 \
+BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80-grey10-area50-centre90 --version 9 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
-             --teacher-weight 20 --greyscale 0.1 --centre-crop 0.9
+             --teacher-weight 20 --greyscale 0.1 --min-area 0.5 --centre-crop 0.9
 
 # The suites that run a second time with Swift's runtime checks (see `test`).
 CHECKED_TESTS := FaceTrainTests\.(KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)

@@ -213,9 +213,11 @@ struct PretrainCommandTests {
         let base = root.appendingPathComponent("base")
         let corpus = try Self.syntheticCorpus(identities: 40, crops: 4)
         let cache = root.appendingPathComponent("cache")
+        let teacher = root.appendingPathComponent("teacher.h5")
+        try Self.writeTeacher(for: corpus, to: teacher)
         let made = try CLIRunner.run(
             ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--cache", cache.path,
-             "--centre-crop", "0.8", "--min-area", "0.6"] + Self.small)
+             "--centre-crop", "0.8", "--min-area", "0.6", "--teacher", teacher.path] + Self.small)
         try #require(made.status == 0, "\(made.standardError)")
         let loaded = try BaseModel.load(from: base)
         // 32-px network input, 0.8 of the side: 40-px crops, 4 pixels cut from every edge.
@@ -235,6 +237,8 @@ struct PretrainCommandTests {
         #expect(wholeBase.manifest.recipe.centreCrop == nil && wholeBase.manifest.formatVersion == 1)
         #expect(wholeBase.extractor.definition.input.width == 32 && wholeBase.extractor.definition.input.crop == 0)
         #expect(wholeBase.manifest.name == "whole-crop" && wholeBase.manifest.version == 2)
+        // The data it was trained on, teacher included, although --remeasure loads no teacher.
+        #expect(wholeBase.manifest.data == loaded.manifest.data)
         #expect(wholeBase.extractor.weights == loaded.extractor.weights)
         #expect(wholeBase.manifest.verification != loaded.manifest.verification, "measured again, on whole crops")
         try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent())

@@ -467,10 +467,12 @@ public final class PretrainSession: @unchecked Sendable {
 
     /// Writes the base model of a finished run to `folder`: the extractor, its verification
     /// metrics, and the unit embeddings of the `bank` identities' crops. Returns its manifest.
+    /// `trainedOn` is the data fingerprint of the run that trained the weights, when that was another
+    /// run (a re-measured base keeps its own: this session may not have loaded its teacher).
     @discardableResult
-    public func writeBase(_ result: PretrainResult, name: String, version: Int, seconds: Double, to folder: URL)
-        throws -> BaseModel.Manifest
-    {
+    public func writeBase(
+        _ result: PretrainResult, name: String, version: Int, seconds: Double, trainedOn: String? = nil, to folder: URL
+    ) throws -> BaseModel.Manifest {
         let bankNames = corpus.identities(ofSplit: "bank")
         let bankCrops = corpus.crops.filter { bankNames.contains(corpus.identities[$0.identity]) && cache.slots[$0.path] != nil }
         var network = try Network(model: result.extractor)  // of embeddingDefinition
@@ -482,7 +484,7 @@ public final class PretrainSession: @unchecked Sendable {
             architecture: configuration.architecture, width: configuration.width, definition: result.extractor.definition,
             embeddingFeatures: Self.embeddingFeatures(of: definition),
             data: .init(
-                corpus: corpusName, fingerprint: dataFingerprint, identities: result.trainingIdentities,
+                corpus: corpusName, fingerprint: trainedOn ?? dataFingerprint, identities: result.trainingIdentities,
                 crops: result.trainingCrops, verificationIdentities: result.verification.identities,
                 verificationCrops: result.verification.crops),
             recipe: configuration,

@@ -192,7 +192,7 @@ struct Pretrain: Command {
             let result = try session.remeasure(old)
             try session.writeBase(
                 result, name: newName ?? old.manifest.name, version: newVersion ?? old.manifest.version,
-                seconds: old.manifest.training.seconds, to: out)
+                seconds: old.manifest.training.seconds, trainedOn: old.manifest.data.fingerprint, to: out)
             printVerification(result.verification)
             print(out.path)
             return .success
