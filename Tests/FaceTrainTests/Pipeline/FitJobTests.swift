@@ -114,14 +114,18 @@ struct FitJobTests {
         #expect(!rows.isEmpty)
         let labels = dataset.labels.map(String.init)
         let userColumns = labels.indices.filter { !NegativeClass.isNegative(dataset.labels[$0]) }
+        var sums: [Float] = []
         for row in rows {
             let kept = userColumns.filter { row.probabilities[$0] > 0 }
             #expect(kept.count == userColumns.count - 1, "\(row.probabilities)")
             let sum = row.probabilities.reduce(0, +)
             let meanShare = kept.reduce(Float(0)) { $0 + row.probabilities[$1] / sum } / Float(kept.count)
             #expect(abs(sum - 1 / (1 + meanShare)) < 1e-4, "sum \(sum), mean share \(meanShare)")
-            #expect(sum < 0.999)
+            sums.append(sum)
         }
+        // Rows the fold gives to its users lose visible mass (a crop it calls a non-face, whose users'
+        // share is tiny, barely does): without the correction every row would sum to exactly 1.
+        #expect(sums.contains { $0 < 0.99 }, "\(sums.sorted().prefix(5))")
     }
 
     @Test func aHeadFitStoppedByCtrlCCachesItsEmbeddingsAndPublishesNothing() throws {
