@@ -41,8 +41,9 @@ struct Pretrain: Command {
             .option(
                 "centre-crop", "share",
                 "Share of a crop's side the base's embeddings see (verification, bank, fit, exports): its centre, "
-                    + "0.5 to 1 (1: the whole crop). The random resized crops of training keep 0.8 of the side on "
-                    + "average. With --remeasure: a new crop for an existing base.", default: "1"),
+                    + "0.5 to 1 (1: the whole crop). Training's random resized crops keep on average 0.8 of the side "
+                    + "with --min-area 0.3, 0.86 with 0.5. With --remeasure: a new crop for an existing base.",
+                default: "1"),
             .option("cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
             .option(
                 "remeasure", "dir",
