@@ -431,6 +431,28 @@ struct PretrainCommandTests {
         #expect(damaged.standardError.contains("weights.h5: its SHA-256 does not match"), "\(damaged.standardError)")
         #expect(Self.versions(root.appendingPathComponent("m")) == ["1"])
 
+        // A manifest whose input crop leaves nothing of the image, its checksums made to match:
+        // refused by name before any weight is read, nothing written.
+        let foreign = root.appendingPathComponent("foreign")
+        let remade = try Self.tinyBase(at: foreign, epochs: 1)
+        try #require(remade.status == 0, "\(remade.standardError)")
+        let manifestURL = foreign.appendingPathComponent("manifest.json")
+        var manifest = try JSONDecoder().decode(BaseModel.Manifest.self, from: Data(contentsOf: manifestURL))
+        manifest.definition.input.crop = 16
+        let manifestData = try JSONText.data(manifest) + Data("\n".utf8)
+        try manifestData.write(to: manifestURL)
+        let sumsURL = foreign.appendingPathComponent("SHA256SUMS")
+        let sums = try String(contentsOf: sumsURL, encoding: .utf8).split(separator: "\n").map { line in
+            line.hasSuffix("  manifest.json") ? "\(SHA256.hash(manifestData))  manifest.json" : String(line)
+        }
+        try (sums.joined(separator: "\n") + "\n").write(to: sumsURL, atomically: true, encoding: .utf8)
+        let cropped = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+                                         "--base", foreign.path])
+        #expect(cropped.status == 1)
+        #expect(cropped.standardError.contains("manifest.json"), "\(cropped.standardError)")
+        #expect(cropped.standardError.contains("a crop of 16 pixels a side leaves nothing of 32x32"), "\(cropped.standardError)")
+        #expect(Self.versions(root.appendingPathComponent("m")) == ["1"])
+
         let notABase = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
                                           "--base", data.path])
         #expect(notABase.status == 1)

@@ -127,6 +127,10 @@ public struct BaseModel: Sendable {
                 reason: "format \(manifest.format) \(manifest.formatVersion); this facetrain reads \(Manifest.formatName) "
                     + "up to \(Manifest.currentFormatVersion)")
         }
+        // A definition that checks (its input crop included) before any weight is read against it.
+        do { try manifest.definition.validate(as: .extractor) } catch {
+            throw .damaged(base: source, file: "manifest.json", reason: "\(error)")
+        }
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
             "facetrain-base-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         defer { try? FileManager.default.removeItem(at: scratch) }
