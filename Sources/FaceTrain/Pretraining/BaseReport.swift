@@ -6,8 +6,24 @@ enum BaseReport {
     static func html(_ manifest: BaseModel.Manifest) -> String {
         let verification = manifest.verification
         func format(_ value: Double) -> String { String(format: "%.3f", value) }
+        let input = manifest.definition.input
+        let seen =
+            input.crop > 0
+            ? "\(input.width)x\(input.height) px, of which the extractor sees the central "
+                + "\(input.networkWidth)x\(input.networkHeight) (\(input.crop) px cut from every edge)"
+            : "\(input.width)x\(input.height) px, the whole crop"
+        let recipe = manifest.recipe
+        var recipeText = "\(recipe.epochs) epochs, seed \(recipe.seed), batch \(recipe.batchSize), learning rate \(recipe.learningRate)"
+        if let teacher = recipe.teacher, recipe.teacherWeight > 0 {
+            recipeText += ", teacher \(teacher) (\(recipe.teacherLoss?.rawValue ?? "feature"), weight \(recipe.teacherWeight))"
+        }
+        recipeText += String(
+            format: ", random crops of %.0f-100 %% of the area, %.0f %% grey",
+            recipe.augmentation.minimumArea * 100, (recipe.augmentation.greyscaleShare ?? 0) * 100)
         var rows = ""
         for (name, value) in [
+            ("extractor", "\(manifest.architecture), width \(manifest.width), \(manifest.embeddingFeatures)-d embedding"),
+            ("input", seen), ("recipe", recipeText),
             ("pair accuracy (10 folds)", "\(format(verification.pairAccuracy)) ± \(format(verification.pairAccuracyStandardDeviation))"),
             ("TAR at FAR 1e-2", format(verification.trueAcceptAt1e2)), ("TAR at FAR 1e-3", format(verification.trueAcceptAt1e3)),
             ("verification identities / crops", "\(verification.identities) / \(verification.crops)"),

@@ -1,0 +1,30 @@
+import Foundation
+import Testing
+
+@testable import FaceTrain
+
+/// A base's `report.html` says what the base is: its extractor, what part of the input it sees,
+/// its recipe and its verification figures, all from the manifest.
+@Suite struct BaseReportTests {
+    @Test func theReportNamesTheExtractorItsInputCropRecipeAndVerification() throws {
+        let manifest = try BaseModel.builtin().manifest
+        let html = BaseReport.html(manifest)
+        let input = manifest.definition.input
+        #expect(html.contains("\(manifest.architecture), width \(manifest.width), \(manifest.embeddingFeatures)-d embedding"))
+        #expect(input.crop > 0, "the builtin base has an input crop")
+        #expect(
+            html.contains(
+                "\(input.width)x\(input.height) px, of which the extractor sees the central "
+                    + "\(input.networkWidth)x\(input.networkHeight) (\(input.crop) px cut from every edge)"))
+        #expect(html.contains("\(manifest.recipe.epochs) epochs, seed \(manifest.recipe.seed)"))
+        #expect(html.contains(String(format: "%.3f", manifest.verification.pairAccuracy)))
+        #expect(html.contains("teacher dlib_descriptors.h5 (feature, weight 20"))
+
+        var whole = manifest
+        whole.definition.input = input.cropping(0)
+        whole.recipe.teacher = nil
+        let wholeHTML = BaseReport.html(whole)
+        #expect(wholeHTML.contains("\(input.networkWidth)x\(input.networkHeight) px, the whole crop"))
+        #expect(!wholeHTML.contains("teacher dlib"))
+    }
+}
