@@ -39,30 +39,12 @@ extension ModelDefinition {
     /// the small maps, where a layer costs the same as at the large ones but sees twice the face
     /// per pixel. Measured because ref-small-gdc's embedding underfits the teacher descriptors even
     /// on the crops it trains on (capacity), and widening costs FLOPs with the square of the width.
+    /// `convolutionsPerStage` counts the Conv 3x3 blocks at each of the four resolutions (width ·
+    /// 2^stage channels, a 2x2 max-pool between stages); `ref-deeper-gdc` is [1, 2, 3, 3]: a third
+    /// at the last two, because ref-deep-gdc still underfits the teacher (1.44 times its FLOPs).
     public static func referenceDeepGlobalDepthwise(
-        classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
-    ) -> ModelDefinition {
-        stagedGlobalDepthwise(
-            convolutionsPerStage: [1, 2, 2, 2], classLabels: classLabels, inputSize: inputSize, channels: channels,
-            width: width)
-    }
-
-    /// `ref-deeper-gdc`: ref-deep-gdc with a third Conv 3x3 + BatchNorm + ReLU at each of its last
-    /// two resolutions (nine convolutions). ref-deep-gdc's embedding still underfits the teacher's
-    /// descriptors on its own training crops, and depth at the smallest maps buys capacity at the
-    /// price of one more layer each (1.44 times ref-deep-gdc's FLOPs), not the square of a width.
-    public static func referenceDeeperGlobalDepthwise(
-        classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
-    ) -> ModelDefinition {
-        stagedGlobalDepthwise(
-            convolutionsPerStage: [1, 2, 3, 3], classLabels: classLabels, inputSize: inputSize, channels: channels,
-            width: width)
-    }
-
-    /// Four stages of `convolutionsPerStage[i]` Conv 3x3 blocks at width · 2^i channels, a 2x2
-    /// max-pool between stages, then the global depthwise embedding: the ref-deep family.
-    static func stagedGlobalDepthwise(
-        convolutionsPerStage: [Int], classLabels: [String], inputSize: Int, channels: Int, width: Int
+        classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16,
+        convolutionsPerStage: [Int] = [1, 2, 2, 2]
     ) -> ModelDefinition {
         let widths = [width, width * 2, width * 4, width * 8]
         precondition(convolutionsPerStage.count == widths.count && convolutionsPerStage.allSatisfy { $0 >= 1 })
@@ -221,7 +203,10 @@ extension ModelDefinition {
         NamedArchitecture(
             name: "ref-deeper-gdc",
             summary: "ref-deep-gdc with a third conv 3x3 at each of its last two resolutions (9 convolutions)",
-            build: { referenceDeeperGlobalDepthwise(classLabels: $0, inputSize: $1, channels: $2, width: $3) }),
+            build: {
+                referenceDeepGlobalDepthwise(
+                    classLabels: $0, inputSize: $1, channels: $2, width: $3, convolutionsPerStage: [1, 2, 3, 3])
+            }),
         NamedArchitecture(
             name: "mobile-face",
             summary: "MobileFaceNet-like: depthwise-separable inverted bottlenecks with residual adds, pooled, BN neck",
