@@ -14,8 +14,8 @@ enum BaseReport {
             : "\(input.width)x\(input.height) px, the whole crop"
         let recipe = manifest.recipe
         var recipeText = "\(recipe.epochs) epochs, seed \(recipe.seed), batch \(recipe.batchSize), learning rate \(recipe.learningRate)"
-        if let teacher = recipe.teacher, recipe.teacherWeight > 0 {
-            recipeText += ", teacher \(teacher) (\(recipe.teacherLoss?.rawValue ?? "feature"), weight \(recipe.teacherWeight))"
+        if let teacher = recipe.teacher, let distillation = recipe.distillation {
+            recipeText += ", teacher \(teacher) (\(distillation.rawValue), weight \(recipe.teacherWeight))"
         }
         recipeText += String(
             format: ", random crops of %.0f-100 %% of the area, %.0f %% grey",

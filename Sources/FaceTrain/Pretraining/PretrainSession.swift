@@ -24,6 +24,8 @@ public struct PretrainConfiguration: Codable, Sendable, Equatable {
     public var teacher: String?
     /// How the teacher is distilled; nil (recipes recorded before there was a choice) is relational.
     public var teacherLoss: TeacherLoss?
+    /// The distillation this recipe trains with: none without a teacher weight.
+    public var distillation: TeacherLoss? { teacherWeight > 0 ? teacherLoss ?? .relational : nil }
     /// Share of a crop's side the base's embeddings see (verification, the bank, `fit`, the exports):
     /// its centre, at the input size. Training's random resized crops keep on average
     /// E[sqrt(area)] of the side (0.80 for areas of 30-100 %), so the extractor knows faces at that
@@ -228,7 +230,7 @@ public final class PretrainSession: @unchecked Sendable {
         var head = CosineMarginSoftmax(
             classes: trainingIdentities, features: features, scale: Float(configuration.scale),
             margin: Float(configuration.margin), using: &generator)
-        let distillation = configuration.teacherWeight > 0 ? configuration.teacherLoss ?? .relational : nil
+        let distillation = configuration.distillation
         // Feature distillation's map from the embedding to the teacher's space (not shipped).
         var projection = Parameter(
             name: "weight",

@@ -20,6 +20,11 @@ import Testing
         #expect(html.contains(String(format: "%.3f", manifest.verification.pairAccuracy)))
         #expect(html.contains("teacher dlib_descriptors.h5 (feature, weight 20"))
 
+        // A recipe recorded before the loss could be chosen (v1's) distilled relationally.
+        var older = manifest
+        older.recipe.teacherLoss = nil
+        #expect(BaseReport.html(older).contains("teacher dlib_descriptors.h5 (relational, weight 20"))
+
         var whole = manifest
         whole.definition.input = input.cropping(0)
         whole.recipe.teacher = nil
