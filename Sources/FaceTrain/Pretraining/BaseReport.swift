@@ -31,7 +31,7 @@ enum BaseReport {
             ("trained on", "\(manifest.data.identities) identities, \(manifest.data.crops) crops"),
             ("stranger bank", "\(manifest.bank.crops) crops of \(manifest.bank.identities) identities"),
         ] {
-            rows += "<tr><td style='text-align:left'>\(name)</td><td>\(value)</td></tr>"
+            rows += "<tr><td style='text-align:left'>\(name)</td><td>\(escape(value))</td></tr>"
         }
         return """
             <!DOCTYPE html>

@@ -25,6 +25,12 @@ import Testing
         older.recipe.teacherLoss = nil
         #expect(BaseReport.html(older).contains("teacher dlib_descriptors.h5 (relational, weight 20"))
 
+        // Manifest text (a foreign base's teacher file name) is escaped, not markup.
+        var foreign = manifest
+        foreign.recipe.teacher = "<script>x</script>.h5"
+        let foreignHTML = BaseReport.html(foreign)
+        #expect(!foreignHTML.contains("<script>") && foreignHTML.contains("&lt;script&gt;x&lt;/script&gt;.h5"))
+
         var whole = manifest
         whole.definition.input = input.cropping(0)
         whole.recipe.teacher = nil
