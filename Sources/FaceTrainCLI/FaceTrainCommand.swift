@@ -46,13 +46,20 @@ struct FaceTrainCommand {
         [
             DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self, ListVersions.self,
             Publish.self, Rollback.self, Serve.self, Bench.self,
-            Architectures.self,
+            Architectures.self, BLAS.self,
         ]
             + TestHooks.commands
     }
 
     static func main() {
-        BLASRuntime.selectKernel()
+        do {
+            try BLASRuntime.selectKernel(
+                cpuFlags: TestHooks.cpuFlags, openBLASDoesNotKnowThisCPU: TestHooks.openBLASDoesNotKnowThisCPU,
+                selfCheckFails: TestHooks.selfCheckFails)
+        } catch {
+            printError(error.message)
+            exit(ExitCode.failure.rawValue)
+        }
         exit(run(Array(CommandLine.arguments.dropFirst())).rawValue)
     }
 

@@ -11,17 +11,91 @@ struct CommandLineTests {
         #expect(!output.standardOutput.contains("unknown kernel"))
     }
 
+    /// The environment of a facetrain that chooses its own kernel (`make test` sets the product's).
+    static let choosing = ["OPENBLAS_CORETYPE": "", "FACETRAIN_BLAS_REEXEC": ""]
+    /// A CPU with AVX2 but no AVX-512 (Zen 3), as far as facetrain's choice is concerned.
+    static let avx2Flags = "fpu sse sse2 pni ssse3 fma cx16 sse4_1 sse4_2 popcnt avx f16c avx2 bmi1 bmi2"
+
     @Test func kernelSelectionPicksTheFastestCorrectKernelAndHonoursTheUser() throws {
         let flags = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let chosen = try CLIRunner.run(
-            ["--version"], environment: ["OPENBLAS_CORETYPE": "", "FACETRAIN_BLAS_REEXEC": ""])
+        let chosen = try CLIRunner.run(["--version"], environment: Self.choosing)
         if flags.contains("avx512f") && flags.contains("avx512bw") {
-            #expect(chosen.standardOutput.contains("SkylakeX kernel"))
+            // Cooperlake (where OpenBLAS picks it on a BF16 CPU) runs SkylakeX's float kernels.
+            #expect(
+                chosen.standardOutput.contains("SkylakeX kernel") || chosen.standardOutput.contains("Cooperlake kernel"))
         } else if flags.contains(" avx2") && flags.contains(" fma") {
-            #expect(chosen.standardOutput.contains("Haswell kernel") || chosen.standardOutput.contains("Zen kernel"))
+            #expect(chosen.standardOutput.contains("Haswell kernel"))
         }
         let forced = try CLIRunner.run(["--version"], environment: ["OPENBLAS_CORETYPE": "Prescott"])
         #expect(forced.standardOutput.contains("Prescott kernel"))
+    }
+
+    /// A CPU OpenBLAS does not know (a new Xeon): OpenBLAS runs Prescott, and facetrain re-executes
+    /// itself with the best kernel the CPU's flags allow, which then passes its GEMM self-check.
+    @Test func aCPUOpenBLASDoesNotKnowGetsItsBestKernelAfterTheSelfCheck() throws {
+        let unknownCPU = Self.choosing.merging([
+            "FACETRAIN_TEST_COMMANDS": "1", "FACETRAIN_TEST_UNKNOWN_CPU": "1", "OPENBLAS_CORETYPE": "Prescott",
+        ]) { $1 }
+        let output = try CLIRunner.run(["blas"], environment: unknownCPU.merging(["FACETRAIN_TEST_CPU_FLAGS": Self.avx2Flags]) { $1 })
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(output.standardOutput.contains("(Haswell kernel"), "\(output.standardOutput)")
+        #expect(output.standardOutput.contains("Kernel chosen by: facetrain (Haswell)"))
+        #expect(output.standardOutput.contains("SkylakeX    needs avx512"))
+        #expect(output.standardError.isEmpty, "the self-check passes: \(output.standardError)")
+
+        // A kernel that fails the self-check is dropped for OpenBLAS's own choice, with a warning.
+        let failing = try CLIRunner.run(
+            ["blas"], environment: unknownCPU.merging(["FACETRAIN_TEST_BLAS_SELF_CHECK": "fail"]) { $1 })
+        #expect(failing.status == 0)
+        #expect(failing.standardError.contains("failed its self-check; using OpenBLAS's default"))
+        #expect(failing.standardOutput.contains("Kernel chosen by: OpenBLAS (facetrain's choice failed its self-check)"))
+        #expect(!failing.standardOutput.contains("Kernel chosen by: facetrain ("))
+    }
+
+    /// Where OpenBLAS picked an AVX-512 kernel for a CPU with AVX2 only, facetrain corrects it.
+    @Test func anAVX2CPUGetsHaswell() throws {
+        let output = try CLIRunner.run(
+            ["--version"],
+            environment: Self.choosing.merging([
+                "FACETRAIN_TEST_COMMANDS": "1", "FACETRAIN_TEST_CPU_FLAGS": Self.avx2Flags,
+            ]) { $1 })
+        #expect(output.standardOutput.contains("(Haswell kernel"), "\(output.standardOutput)")
+    }
+
+    /// `OPENBLAS_CORETYPE=SkylakeX` on an AVX2-only CPU would die with SIGILL in OpenBLAS: facetrain
+    /// refuses before any GEMM, naming the variable and what the CPU can run.
+    @Test func aUsersKernelTheCPUCannotRunIsRefusedNotCrashed() throws {
+        let avx2CPU = Self.choosing.merging([
+            "FACETRAIN_TEST_COMMANDS": "1", "FACETRAIN_TEST_CPU_FLAGS": Self.avx2Flags,
+        ]) { $1 }
+        let output = try CLIRunner.run(
+            ["fit", "--data", "/nonexistent"], environment: avx2CPU.merging(["OPENBLAS_CORETYPE": "SkylakeX"]) { $1 })
+        #expect(output.status == 1)
+        #expect(output.standardError.contains("Error: OPENBLAS_CORETYPE=SkylakeX needs CPU instructions"))
+        #expect(output.standardError.contains("avx512f"))
+        #expect(output.standardError.contains("set it to a kernel this CPU runs: Prescott, Haswell, Zen"))
+        #expect(output.standardOutput.isEmpty && !output.standardError.contains("Fatal"))
+
+        let check = try CLIRunner.run(["blas", "--check", "SkylakeX"], environment: avx2CPU)
+        #expect(check.status == 1)
+        #expect(check.standardError.contains("SkylakeX: this CPU lacks avx512bw, avx512cd, avx512dq, avx512f, avx512vl"))
+        let runnable = try CLIRunner.run(["blas", "--check", "haswell"], environment: avx2CPU)
+        #expect(runnable.status == 0 && runnable.standardOutput.contains("can run it"))
+        let unknown = try CLIRunner.run(["blas", "--check", "SapphireRapids"])
+        #expect(unknown.status == 1 && unknown.standardError.contains("not an x86-64 core type OpenBLAS knows"))
+    }
+
+    @Test func blasNamesTheCPUTheKernelAndTheMatrix() throws {
+        let output = try CLIRunner.run(["blas"])
+        #expect(output.status == 0)
+        let lines = output.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("CPU: ") == true)
+        #expect(lines.contains { $0.hasPrefix("BLAS: OpenBLAS 0.3") && $0.contains(" kernel") })
+        for core in ["Prescott", "Haswell", "SkylakeX", "Cooperlake"] {
+            #expect(lines.contains { $0.hasPrefix("  \(core)") }, "\(core)")
+        }
+        let running = try CLIRunner.run(["blas", "--running"], environment: ["OPENBLAS_CORETYPE": "Haswell"])
+        #expect(running.standardOutput == "Haswell\n")
     }
 
     @Test func unknownOptionIsAUsageError() throws {

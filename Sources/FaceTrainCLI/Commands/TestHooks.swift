@@ -10,6 +10,24 @@ enum TestHooks {
     /// Hidden subcommands, registered only in test runs.
     static var commands: [any Command.Type] { enabled ? [TestWriteBundle.self] : [] }
 
+    /// The CPU flags a test pretends this CPU has (FACETRAIN_TEST_CPU_FLAGS, space-separated), to
+    /// check kernel choices for CPUs the test machine is not.
+    static var cpuFlags: Set<String>? {
+        guard enabled, let flags = ProcessInfo.processInfo.environment["FACETRAIN_TEST_CPU_FLAGS"] else { return nil }
+        return Set(flags.split(separator: " ").map(String.init))
+    }
+
+    /// FACETRAIN_TEST_UNKNOWN_CPU=1: the environment's OPENBLAS_CORETYPE stands for what OpenBLAS
+    /// picked on its own for a CPU it does not know (Prescott on a new Xeon), not the user's choice.
+    static var openBLASDoesNotKnowThisCPU: Bool {
+        enabled && ProcessInfo.processInfo.environment["FACETRAIN_TEST_UNKNOWN_CPU"] == "1"
+    }
+
+    /// FACETRAIN_TEST_BLAS_SELF_CHECK=fail: the kernel facetrain chose fails its self-check.
+    static var selfCheckFails: Bool {
+        enabled && ProcessInfo.processInfo.environment["FACETRAIN_TEST_BLAS_SELF_CHECK"] == "fail"
+    }
+
     /// Announces "paused at <point>" on stderr and sleeps until killed, when asked to.
     static func pause(at point: String) {
         guard enabled, ProcessInfo.processInfo.environment["FACETRAIN_TEST_PAUSE_AT"] == point else { return }
