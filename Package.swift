@@ -9,11 +9,12 @@ let builtinBase = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 /// FACETRAIN_CHECKED=1 builds the library with -O instead of -Ounchecked, so that `make test` can
 /// run the kernel and layer tests once with bounds and overflow checks (in its own build folder).
 let checked = ProcessInfo.processInfo.environment["FACETRAIN_CHECKED"] == "1"
+let optimisation: [SwiftSetting] = checked ? [] : [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "facetrain",
     products: [
-        .library(name: "FaceTrain", targets: ["FaceTrain"]),
+        .library(name: "FaceTrain", targets: ["FaceTrain", "FaceTrainEngine"]),
         .executable(name: "facetrain", targets: ["FaceTrainCLI"]),
     ],
     targets: [
@@ -29,21 +30,49 @@ let package = Package(
         // The builtin base model, compiled in (`make base` retrains it).
         .target(name: "CBaseModel", cSettings: [.unsafeFlags(["-I", builtinBase])]),
 
-        // MARK: - Library: images, datasets, network, training, evaluation, bundles, exports
+        // MARK: - Libraries, each depending only on those above it (the compiler enforces the order)
+
+        // The engine: tensors, kernels (the only BLAS/LAPACK callers), layers, model definitions,
+        // the network. No knowledge of files, bundles, exports or HTTP.
+        .target(name: "FaceTrainEngine", dependencies: ["CBLAS", "CLAPACKE"], swiftSettings: optimisation),
+
+        // The application: images, data folders, training, evaluation, pretraining, bundles, exports.
         .target(
             name: "FaceTrain",
-            dependencies: [
-                "CBLAS", "CLAPACKE", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CMicroHTTPD", "CBaseModel",
-            ],
-            swiftSettings: checked ? [] : [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
+            dependencies: ["FaceTrainEngine", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CBaseModel"],
+            swiftSettings: optimisation
         ),
 
-        // MARK: - Command-line tool: parses arguments and calls FaceTrain
-        .executableTarget(name: "FaceTrainCLI", dependencies: ["FaceTrain"]),
+        // Synthetic faces for the demo and the tests (needs only the engine's random numbers).
+        .target(name: "FaceTrainSynthesis", dependencies: ["FaceTrainEngine", "CTurboJPEG"]),
+
+        // `bench` and `architectures`: training speed and FLOP counts.
+        .target(name: "FaceTrainBenchmark", dependencies: ["FaceTrain"]),
+
+        // `serve`: the HTTP backend the app talks to.
+        .target(name: "FaceTrainServer", dependencies: ["FaceTrain", "CMicroHTTPD"]),
+
+        // MARK: - Command-line tool: parses arguments and calls the libraries
+        .executableTarget(
+            name: "FaceTrainCLI",
+            dependencies: ["FaceTrain", "FaceTrainEngine", "FaceTrainSynthesis", "FaceTrainBenchmark", "FaceTrainServer"]
+        ),
 
         // MARK: - Tests
-        .target(name: "FaceTrainTestSupport", dependencies: ["FaceTrain"], path: "Tests/FaceTrainTestSupport"),
-        .testTarget(name: "FaceTrainTests", dependencies: ["FaceTrain", "FaceTrainTestSupport", "CTurboJPEG", "CPNG"]),
-        .testTarget(name: "FaceTrainCLITests", dependencies: ["FaceTrainCLI", "FaceTrain", "FaceTrainTestSupport"]),
+        .target(name: "FaceTrainTestSupport", dependencies: ["FaceTrain", "FaceTrainEngine"], path: "Tests/FaceTrainTestSupport"),
+        .testTarget(
+            name: "FaceTrainTests",
+            dependencies: [
+                "FaceTrain", "FaceTrainEngine", "FaceTrainSynthesis", "FaceTrainBenchmark", "FaceTrainServer",
+                "FaceTrainTestSupport", "CTurboJPEG", "CPNG",
+            ]
+        ),
+        .testTarget(
+            name: "FaceTrainCLITests",
+            dependencies: [
+                "FaceTrainCLI", "FaceTrain", "FaceTrainEngine", "FaceTrainSynthesis", "FaceTrainServer",
+                "FaceTrainTestSupport",
+            ]
+        ),
     ]
 )

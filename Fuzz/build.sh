@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of Fuzz/Targets and their seed corpora (see Fuzz/README.md).
 #
-#   Fuzz/build.sh           the FaceTrain library built by SwiftPM with coverage instrumentation,
+#   Fuzz/build.sh           the FaceTrain libraries (engine, application, server) built by SwiftPM with coverage instrumentation,
 #                           AddressSanitizer and Swift's checks, in its own folder (.build/fuzz)
 #   Fuzz/build.sh --smoke   no library build: the targets linked against the objects `make test`
 #                           built (.build/release, -enable-testing), into .build/fuzz-smoke
@@ -26,8 +26,10 @@ SANITIZERS=fuzzer,address
 # FACETRAIN_CHECKED=1 keeps Swift's bounds and overflow checks (-O, not -Ounchecked): an index or size
 # computed from a hostile file then traps instead of going unnoticed. -enable-testing exports the
 # internal readers (UserMetadataReader) to the metadata target.
-FACETRAIN_CHECKED=1 swift build -c release --target FaceTrain --build-path "$BUILD" \
-    -Xswiftc -sanitize="$SANITIZERS" -Xswiftc -enable-testing
+for target in FaceTrainServer FaceTrainSynthesis; do
+    FACETRAIN_CHECKED=1 swift build -c release --target "$target" --build-path "$BUILD" \
+        -Xswiftc -sanitize="$SANITIZERS" -Xswiftc -enable-testing
+done
 fi
 OUT=$BUILD/targets
 # Importing FaceTrain needs the C modules it was built against: module maps and header paths.
@@ -35,7 +37,8 @@ IMPORTS=(-I "$PRODUCTS/Modules" -Xcc -fmodule-map-file="$PRODUCTS/CBaseModel.bui
          -Xcc -I -Xcc Sources/CBaseModel/include)
 for module in Sources/C*/module.modulemap; do IMPORTS+=(-Xcc -fmodule-map-file="$module"); done
 for flag in $(pkg-config --cflags $PACKAGES); do IMPORTS+=(-Xcc "$flag"); done
-LIBRARY_OBJECTS=("$PRODUCTS"/FaceTrain.build/*.o "$PRODUCTS"/CBaseModel.build/*.o)
+LIBRARY_OBJECTS=("$PRODUCTS"/FaceTrainEngine.build/*.o "$PRODUCTS"/FaceTrain.build/*.o "$PRODUCTS"/FaceTrainServer.build/*.o
+                 "$PRODUCTS"/FaceTrainSynthesis.build/*.o "$PRODUCTS"/CBaseModel.build/*.o)
 # shellcheck disable=SC2046  # pkg-config prints several flags
 LINK=($(pkg-config --libs $PACKAGES) -lstdc++)
 

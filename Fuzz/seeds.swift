@@ -2,6 +2,8 @@
 // inputs made here (synthetic patterns, never faces) and by the library's own writers.
 import CPNG
 import FaceTrain
+import FaceTrainEngine
+import FaceTrainSynthesis
 import Foundation
 
 let root = URL(fileURLWithPath: CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "corpus")

@@ -1,6 +1,7 @@
 // libFuzzer target: every image decoder behind ImageDecoder (JPEG through libjpeg-turbo, PNG through
 // libpng, PGM/PPM, and the EXIF orientation walk of JPEGs), with the limits the server's uploads use.
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 @_cdecl("LLVMFuzzerTestOneInput")

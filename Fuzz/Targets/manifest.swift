@@ -1,6 +1,7 @@
 // libFuzzer target: manifest.json as `verify`, `serve` and the repository read it (Manifest.decode),
 // then what they do with a manifest that decoded: the model definition's checks and the content hash.
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 @_cdecl("LLVMFuzzerTestOneInput")

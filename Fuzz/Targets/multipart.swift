@@ -5,6 +5,8 @@
 // transfer encoding, so parts arrive split at any byte), the rest is the body. A real server on a
 // loopback port answers it; no answer within 10 s counts as a hang.
 import FaceTrain
+import FaceTrainEngine
+import FaceTrainServer
 import Foundation
 
 let boundary = "fuzzboundary"

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// Exit codes: success, failure, a refused gate (publish), a usage error (EX_USAGE).

@@ -1,3 +1,7 @@
+import FaceTrain
+import FaceTrainBenchmark
+import FaceTrainEngine
+import FaceTrainSynthesis
 import FaceTrainTestSupport
 import Foundation
 

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// `export` and `predict` through the built binary; the proof test fits a bundle on real CS131 crops
 /// and checks `predict --json` against the bundle's exports run by onnxruntime and by a numpy

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainSynthesis
 import Foundation
 import Testing
 

@@ -1,7 +1,10 @@
-@testable import FaceTrain
 import FaceTrainTestSupport
 import Foundation
 import Testing
+@testable import FaceTrain
+@testable import FaceTrainBenchmark
+@testable import FaceTrainEngine
+@testable import FaceTrainSynthesis
 
 /// `pretrain` and `fit --base` end to end through the built binary, on synthetic identities.
 @Suite("pretrain and fit from a base", .serialized)

@@ -1,4 +1,6 @@
 import FaceTrain
+import FaceTrainBenchmark
+import FaceTrainEngine
 import FaceTrainTestSupport
 import Foundation
 import Testing

@@ -1,4 +1,6 @@
 import FaceTrain
+import FaceTrainServer
+import FaceTrainSynthesis
 import FaceTrainTestSupport
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainServer
 import FaceTrainTestSupport
 import Foundation
 import Testing

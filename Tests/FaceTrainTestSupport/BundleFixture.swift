@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// Small models, exports and metrics for bundle tests, shared by both test targets.

@@ -1,3 +1,5 @@
+import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// Runs a program to completion for tests, both test targets: stdout and stderr go through files,

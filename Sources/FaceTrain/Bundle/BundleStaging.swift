@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Points inside the staging writer where tests (and only tests) pause a process to kill it.

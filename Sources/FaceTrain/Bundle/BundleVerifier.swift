@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// The outcome of checking a bundle: every problem found, plus what could be read.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// manifest.json: what a bundle holds and how it was made.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// A verified bundle on disk: its manifest, the trained model from weights.h5 and its metrics.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// `weights.h5`: every parameter and BatchNorm running statistic of a model, in HDF5.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Walks a data folder once, decodes every image in parallel, and collects every problem.
@@ -303,8 +304,7 @@ struct DataFolderScanner {
             }
             return listing.names.filter { !$0.hasPrefix(".") }
         } catch {
-            let reason =
-                if case BundleError.io(_, _, let code) = error { String(cString: strerror(code)) } else { "\(error)" }
+            let reason = (error as? FileSystemError)?.reason ?? "\(error)"
             problems.append(.unreadableFolder(path: folder.path, reason: reason))
             return []
         }

@@ -22,7 +22,7 @@ public struct UserRecord: Codable, Sendable, Equatable {
 }
 
 /// Reads `users.json` (an array of records) and `<id>/user.json` (one record) of a data folder.
-enum UserMetadataReader {
+package enum UserMetadataReader {
     /// The JSON of one record; `id` may be missing in `<id>/user.json` (the folder says it).
     private struct RawRecord: Decodable {
         var id: Int?
@@ -31,7 +31,7 @@ enum UserMetadataReader {
     }
 
     /// Parses `users.json`; throws a `DataProblem` naming the file on invalid JSON.
-    static func readList(at url: URL) throws(DataProblem) -> [RawUser] {
+    package static func readList(at url: URL) throws(DataProblem) -> [RawUser] {
         let data: Data
         do { data = try Data(contentsOf: url) } catch {
             throw .invalidMetadata(path: url.path, reason: "cannot be read (\(error.localizedDescription))")
@@ -50,7 +50,7 @@ enum UserMetadataReader {
     }
 
     /// Parses `<id>/user.json`.
-    static func readSingle(at url: URL) throws(DataProblem) -> RawUser {
+    package static func readSingle(at url: URL) throws(DataProblem) -> RawUser {
         let data: Data
         do { data = try Data(contentsOf: url) } catch {
             throw .invalidMetadata(path: url.path, reason: "cannot be read (\(error.localizedDescription))")
@@ -79,11 +79,11 @@ enum UserMetadataReader {
 }
 
 /// A metadata record before validation, with where it came from for error messages.
-struct RawUser {
-    var id: Int?
-    var name: String?
-    var position: String?
-    var source: String
+package struct RawUser {
+    package var id: Int?
+    package var name: String?
+    package var position: String?
+    package var source: String
 }
 
 extension Unicode.Scalar {

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// One epoch of training, as `fit` logs it and the report plots it.

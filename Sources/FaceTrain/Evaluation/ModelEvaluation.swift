@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// A model scored on a set of crops: predictions, the threshold sweep, the chosen threshold and

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Options of the Core ML encoder; the defaults are what the app expects.

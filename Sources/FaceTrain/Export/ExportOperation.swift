@@ -1,4 +1,5 @@
-/// The vocabulary layer kinds lower themselves into (`LayerKind.lowered`): one operation that
+import FaceTrainEngine
+/// The vocabulary layer kinds are lowered into (`ExportLowering.lowered`, Export/LayerLowering.swift): one operation that
 /// both encoders write, each in its own format, in the plan's order.
 
 /// What an operation is called in each format: the ONNX operator and the Core ML
@@ -161,7 +162,7 @@ public enum ExportFormTable {
             Entry(onnx: form.onnxOperator, coreML: form.coreMLLayer, coreMLActivation: form.coreMLActivation)
         }
         for layer in LayerSpecification.everyKind {
-            table[layer.kind] = layer.layerKind.exportForm.map { [entry($0)] } ?? []
+            table[layer.kind] = layer.exportLowering.exportForm.map { [entry($0)] } ?? []
         }
         for (name, forms) in ExportOperation.graphForms { table[name] = forms.map(entry) }
         return table

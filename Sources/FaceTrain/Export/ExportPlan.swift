@@ -1,3 +1,4 @@
+import FaceTrainEngine
 /// Names that appear inside exported files. The defaults are the product's; the parameters exist
 /// so that the same encoders can reproduce other files (the format reference) byte for byte.
 public struct ExportNaming: Sendable, Equatable {
@@ -95,7 +96,7 @@ struct ExportPlan {
                 pending.append(("flatten", .flatten, nil))
                 graphShape = [graphShape.reduce(1, *)]
             }
-            let operation = kind.lowered(
+            let operation = layer.exportLowering.lowered(
                 LoweringInput(
                     parameters: parameters, graphShape: graphShape, pendingScale: pendingScale, naming: naming))
             pendingScale = operation.pendingScale

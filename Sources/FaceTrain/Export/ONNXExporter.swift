@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Options of the ONNX encoder; the defaults are the product's.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 // Separable resampling, one axis at a time, each axis choosing its own filter:
 //   shrinking: exact box filter (area averaging). Output pixel i covers the source interval
 //              [i * s, (i + 1) * s) with s = source / target, and every source pixel counts by the

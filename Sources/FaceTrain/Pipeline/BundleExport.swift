@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// The exports of a bundle: the metadata fit embeds and the encoders, shared by `fit` (which

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// One class's probability for an image, with the class's display name.

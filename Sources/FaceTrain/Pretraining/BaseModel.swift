@@ -1,4 +1,5 @@
 import CBaseModel
+import FaceTrainEngine
 import Foundation
 
 /// A pretrained extractor that `fit` starts from: a folder with `manifest.json`, `weights.h5`

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import Dispatch
+import FaceTrainEngine
 import Foundation
 
 /// Everything that decides how `pretrain` trains a base extractor.

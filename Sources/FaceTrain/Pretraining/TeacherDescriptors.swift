@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Face descriptors of a stronger network for the crops of a corpus (`--teacher FILE.h5`): an

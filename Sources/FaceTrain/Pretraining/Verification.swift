@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// How well embeddings tell whether two crops show the same person, the way face-verification

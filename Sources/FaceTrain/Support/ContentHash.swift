@@ -2,4 +2,4 @@ import Foundation
 
 /// Lowercase hex SHA-256 of some bytes: names crops by content for the split, duplicate detection
 /// and the data fingerprint.
-func contentHash(_ data: Data) -> String { SHA256.hash(data) }
+package func contentHash(_ data: Data) -> String { SHA256.hash(data) }

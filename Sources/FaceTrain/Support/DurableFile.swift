@@ -59,8 +59,8 @@ public enum DurableFile {
         try checkTarget(url)
         do {
             try FileSystem.replaceAtomically(data, at: url)
-        } catch BundleError.io(_, _, let code) {
-            throw FileWriteError(path: url.path, code: code)
+        } catch let error as FileSystemError {
+            throw FileWriteError(path: url.path, code: error.code)
         }
     }
 }

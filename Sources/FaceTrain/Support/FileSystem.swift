@@ -4,11 +4,11 @@ import Foundation
 ///
 /// Foundation's `Data.write(options: .atomic)` neither fsyncs nor syncs the directory, so a crash
 /// can leave an empty file under the final name; these helpers do both.
-enum FileSystem {
+package enum FileSystem {
     /// What `lstat` says is at a path.
-    enum Kind { case missing, regular, directory, symbolicLink, other }
+    package enum Kind { case missing, regular, directory, symbolicLink, other }
 
-    static func kind(at url: URL) -> Kind {
+    package static func kind(at url: URL) -> Kind {
         var status = stat()
         guard lstat(url.path, &status) == 0 else { return .missing }
         switch status.st_mode & S_IFMT {
@@ -20,32 +20,32 @@ enum FileSystem {
     }
 
     /// Creates a directory and its parents.
-    static func createDirectory(_ url: URL) throws {
+    package static func createDirectory(_ url: URL) throws {
         var path = ""
         for component in url.standardizedFileURL.pathComponents {
             path = component == "/" ? "/" : (path.hasSuffix("/") ? path + component : path + "/" + component)
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
-                throw BundleError.io(operation: "create directory", path: path, code: errno)
+                throw FileSystemError(operation: "create directory", path: path, code: errno)
             }
         }
         guard kind(at: url) == .directory else {
-            throw BundleError.io(operation: "create directory", path: url.path, code: ENOTDIR)
+            throw FileSystemError(operation: "create directory", path: url.path, code: ENOTDIR)
         }
     }
 
     /// Writes `data` to a file that must not exist yet, fsyncs and closes it.
-    static func writeNewFile(_ data: Data, to url: URL, mode: mode_t = 0o644) throws {
+    package static func writeNewFile(_ data: Data, to url: URL, mode: mode_t = 0o644) throws {
         let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard descriptor >= 0 else { throw BundleError.io(operation: "create", path: url.path, code: errno) }
+        guard descriptor >= 0 else { throw FileSystemError(operation: "create", path: url.path, code: errno) }
         do {
             try writeAll(data, to: descriptor, path: url.path)
-            guard fsync(descriptor) == 0 else { throw BundleError.io(operation: "sync", path: url.path, code: errno) }
+            guard fsync(descriptor) == 0 else { throw FileSystemError(operation: "sync", path: url.path, code: errno) }
         } catch {
             close(descriptor)
             unlink(url.path)
             throw error
         }
-        guard close(descriptor) == 0 else { throw BundleError.io(operation: "close", path: url.path, code: errno) }
+        guard close(descriptor) == 0 else { throw FileSystemError(operation: "close", path: url.path, code: errno) }
     }
 
     private static func writeAll(_ data: Data, to descriptor: Int32, path: String) throws {
@@ -61,21 +61,21 @@ enum FileSystem {
             }
             return 0
         }
-        if result != 0 { throw BundleError.io(operation: "write", path: path, code: result) }
+        if result != 0 { throw FileSystemError(operation: "write", path: path, code: result) }
     }
 
     /// fsyncs a file or directory.
-    static func sync(_ url: URL) throws {
+    package static func sync(_ url: URL) throws {
         let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw BundleError.io(operation: "open", path: url.path, code: errno) }
+        guard descriptor >= 0 else { throw FileSystemError(operation: "open", path: url.path, code: errno) }
         defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw BundleError.io(operation: "sync", path: url.path, code: errno) }
+        guard fsync(descriptor) == 0 else { throw FileSystemError(operation: "sync", path: url.path, code: errno) }
     }
 
     /// Renames without replacing an existing target (`renameat2(RENAME_NOREPLACE)` where the
     /// kernel and file system have it; otherwise a check first, which callers make safe by
     /// holding the models lock).
-    static func renameNoReplace(_ source: URL, to target: URL) throws {
+    package static func renameNoReplace(_ source: URL, to target: URL) throws {
         typealias RenameAt2 =
             @convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32
         if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") {
@@ -84,23 +84,23 @@ enum FileSystem {
             if renameat2(AT_FDCWD, source.path, AT_FDCWD, target.path, noReplace) == 0 { return }
             let code = errno
             if code != EINVAL && code != ENOSYS {
-                throw BundleError.io(operation: "rename \(source.lastPathComponent) to", path: target.path, code: code)
+                throw FileSystemError(operation: "rename \(source.lastPathComponent) to", path: target.path, code: code)
             }
         }
         guard kind(at: target) == .missing else {
-            throw BundleError.io(operation: "rename \(source.lastPathComponent) to", path: target.path, code: EEXIST)
+            throw FileSystemError(operation: "rename \(source.lastPathComponent) to", path: target.path, code: EEXIST)
         }
         guard rename(source.path, target.path) == 0 else {
-            throw BundleError.io(operation: "rename \(source.lastPathComponent) to", path: target.path, code: errno)
+            throw FileSystemError(operation: "rename \(source.lastPathComponent) to", path: target.path, code: errno)
         }
     }
 
     /// Replaces the file at `url` in one step: a temporary file next to it, fsync, rename, and
     /// an fsync of the directory. `beforeRename` runs between the last two (tests pause there).
-    static func replaceAtomically(_ data: Data, at url: URL, beforeRename: (() -> Void)? = nil) throws {
+    package static func replaceAtomically(_ data: Data, at url: URL, beforeRename: (() -> Void)? = nil) throws {
         // Only a regular file is replaced: a link, pipe or folder there was not put by facetrain.
         if kind(at: url) != .missing && kind(at: url) != .regular {
-            throw BundleError.io(operation: "replace (it is not a regular file)", path: url.path, code: EEXIST)
+            throw FileSystemError(operation: "replace (it is not a regular file)", path: url.path, code: EEXIST)
         }
         let directory = url.deletingLastPathComponent()
         let temporary = directory.appendingPathComponent(temporaryName(for: url.lastPathComponent))
@@ -109,23 +109,23 @@ enum FileSystem {
         guard rename(temporary.path, url.path) == 0 else {
             let code = errno
             unlink(temporary.path)
-            throw BundleError.io(operation: "rename \(temporary.lastPathComponent) to", path: url.path, code: code)
+            throw FileSystemError(operation: "rename \(temporary.lastPathComponent) to", path: url.path, code: code)
         }
         try sync(directory)
     }
 
     /// ".<name>.tmp-<pid>-<random>": hidden, and recognisable as stale by `isTemporaryName`.
-    static func temporaryName(for name: String) -> String {
+    package static func temporaryName(for name: String) -> String {
         temporaryPrefix(for: name) + "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     }
 
     /// What every temporary file written on the way to `name` starts with.
     static func temporaryPrefix(for name: String) -> String { ".\(name).tmp-" }
 
-    static func isTemporaryName(_ name: String) -> Bool { name.hasPrefix(".") && name.contains(".tmp-") }
+    package static func isTemporaryName(_ name: String) -> Bool { name.hasPrefix(".") && name.contains(".tmp-") }
 
     /// Names in a directory, without "." and "..".
-    static func entries(of url: URL) throws -> [String] {
+    package static func entries(of url: URL) throws -> [String] {
         let listing = try listing(of: url)
         return (listing.names + listing.notUTF8).sorted()
     }
@@ -134,7 +134,7 @@ enum FileSystem {
     /// such a name cannot be passed back to the file system through a Swift string.
     static func listing(of url: URL) throws -> (names: [String], notUTF8: [String]) {
         guard let directory = opendir(url.path) else {
-            throw BundleError.io(operation: "list", path: url.path, code: errno)
+            throw FileSystemError(operation: "list", path: url.path, code: errno)
         }
         defer { closedir(directory) }
         var names: [String] = []
@@ -152,7 +152,7 @@ enum FileSystem {
     }
 
     /// Removes a file or a directory tree without following symbolic links.
-    static func removeTree(_ url: URL) throws {
+    package static func removeTree(_ url: URL) throws {
         switch kind(at: url) {
         case .missing:
             return
@@ -160,11 +160,11 @@ enum FileSystem {
             chmod(url.path, 0o755)
             for name in try entries(of: url) { try removeTree(url.appendingPathComponent(name)) }
             guard rmdir(url.path) == 0 || errno == ENOENT else {
-                throw BundleError.io(operation: "remove", path: url.path, code: errno)
+                throw FileSystemError(operation: "remove", path: url.path, code: errno)
             }
         default:
             guard unlink(url.path) == 0 || errno == ENOENT else {
-                throw BundleError.io(operation: "remove", path: url.path, code: errno)
+                throw FileSystemError(operation: "remove", path: url.path, code: errno)
             }
         }
     }
@@ -188,13 +188,13 @@ final class FileLock {
         if create { flags |= O_CREAT }
         if exclusiveCreate { flags |= O_EXCL }
         let descriptor = open(url.path, flags, 0o644)
-        guard descriptor >= 0 else { throw BundleError.io(operation: "open lock file", path: url.path, code: errno) }
+        guard descriptor >= 0 else { throw FileSystemError(operation: "open lock file", path: url.path, code: errno) }
         while flock(descriptor, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
             let code = errno
             if code == EINTR { continue }
             close(descriptor)
             if code == EWOULDBLOCK { return nil }
-            throw BundleError.io(operation: "lock", path: url.path, code: code)
+            throw FileSystemError(operation: "lock", path: url.path, code: code)
         }
         return FileLock(url: url, descriptor: descriptor)
     }

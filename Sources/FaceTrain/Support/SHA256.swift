@@ -54,7 +54,7 @@ public enum SHA256 {
     /// The hex SHA-256 and byte count of a file, read in 1 MiB pieces.
     public static func hashFile(at url: URL) throws -> (sha256: String, size: Int64) {
         let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw BundleError.io(operation: "open", path: url.path, code: errno) }
+        guard descriptor >= 0 else { throw FileSystemError(operation: "open", path: url.path, code: errno) }
         defer { close(descriptor) }
         let hasher = SHA256Hasher()
         let chunkSize = 1 << 20
@@ -65,7 +65,7 @@ public enum SHA256 {
             let count = read(descriptor, buffer.baseAddress, chunkSize)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw BundleError.io(operation: "read", path: url.path, code: errno)
+                throw FileSystemError(operation: "read", path: url.path, code: errno)
             }
             if count == 0 { break }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Adam with decoupled weight decay (Loshchilov & Hutter 2019), as PyTorch's `torch.optim.AdamW`:

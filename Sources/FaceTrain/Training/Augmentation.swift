@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Random changes applied to each training crop, so ~25 crops per person teach more than 25 views.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Which base model a fit started from, as the bundle's manifest records it.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// The state of a fit after a finished epoch: enough to continue as if never stopped.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// `fit --fine-tune all`: the whole network, started from the base's extractor, trained on the

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Everything that decides how `fit` trains, with defaults meant to work from ~25 crops a person.

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Receives progress from a fit: per batch (for a live bar) and per epoch (for a summary line).

@@ -1,3 +1,4 @@
+import FaceTrainEngine
 import Foundation
 
 /// Runs a network over many crops in batches: probabilities for scoring, embeddings for the map.

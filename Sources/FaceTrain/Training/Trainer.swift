@@ -1,3 +1,4 @@
+import FaceTrainEngine
 /// Runs training steps: forward, fused loss, zeroed gradients, backward, optional clipping, optimizer update.
 ///
 /// Epochs, augmentation, validation and checkpoints belong to the caller; `state` and `restore`

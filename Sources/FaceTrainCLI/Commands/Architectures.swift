@@ -1,4 +1,6 @@
 import FaceTrain
+import FaceTrainBenchmark
+import FaceTrainEngine
 import Foundation
 
 /// `facetrain architectures`: the named architectures with their size and work per image.

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// `facetrain blas`: the CPU, the OpenBLAS kernel this process runs, and which core types this

@@ -1,4 +1,6 @@
 import FaceTrain
+import FaceTrainBenchmark
+import FaceTrainEngine
 import Foundation
 
 /// `facetrain bench`: times training and inference of a named architecture on random data.

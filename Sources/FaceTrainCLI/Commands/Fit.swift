@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// `facetrain fit`: trains, evaluates and writes a bundle; prints the bundle's path last.

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// `facetrain pretrain`: trains a base extractor on identity folders and writes a base model.

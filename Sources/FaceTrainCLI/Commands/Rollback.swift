@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainSynthesis
 import Foundation
 
 /// `facetrain rollback`: points models/latest.json back at an earlier verified version.

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainServer
 import Foundation
 
 /// `facetrain serve`: the HTTP API the iPhone app talks to (FaceServer does the work).

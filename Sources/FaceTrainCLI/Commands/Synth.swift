@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainSynthesis
 import Foundation
 
 /// `facetrain synth`: writes a deterministic synthetic data set of face crops, strangers and non-faces.

@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// Test-only support, active only when FACETRAIN_TEST_COMMANDS=1: a hidden subcommand that

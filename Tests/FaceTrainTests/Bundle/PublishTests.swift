@@ -44,7 +44,7 @@ struct PublishTests {
         try BundleFixture.publish(in: models)
         let pointer = models.appendingPathComponent("latest.json")
         try FileManager.default.createSymbolicLink(atPath: pointer.path, withDestinationPath: "elsewhere.json")
-        #expect(throws: BundleError.self) {
+        #expect(throws: FileSystemError.self) {
             try ModelRepository(directory: models).publish(version: 1, gate: PublishGate(), force: true)
         }
         #expect(FileSystem.kind(at: pointer) == .symbolicLink)

@@ -43,7 +43,9 @@ struct SHA256Tests {
     }
 
     @Test func missingFileIsAnIOErrorNamingIt() {
-        #expect(throws: BundleError.self) { try SHA256.hashFile(at: URL(fileURLWithPath: "/nonexistent/facetrain-x")) }
+        #expect(throws: FileSystemError(operation: "open", path: "/nonexistent/facetrain-x", code: ENOENT)) {
+            try SHA256.hashFile(at: URL(fileURLWithPath: "/nonexistent/facetrain-x"))
+        }
         do {
             _ = try SHA256.hashFile(at: URL(fileURLWithPath: "/nonexistent/facetrain-x"))
         } catch {

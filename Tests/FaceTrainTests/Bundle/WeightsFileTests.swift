@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite("weights.h5")
 struct WeightsFileTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite("Data folder loading and validation")
 struct DataFolderTests {

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// The augmentation's greyscale share: grey crops carry the luma of the colour crop the same
 /// random choices give, and no share leaves the random stream (so older recipes) untouched.

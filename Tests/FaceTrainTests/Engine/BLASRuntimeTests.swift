@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// The OpenBLAS kernel choice: which core type each CPU gets, which a CPU cannot run, and that this
 /// test process runs the kernel `make test` asked for. The re-executing binary is tested in

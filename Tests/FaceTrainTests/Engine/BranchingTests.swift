@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// Grouped and depthwise convolutions, residual adds and gradient accumulation.
 @Suite struct BranchingTests {

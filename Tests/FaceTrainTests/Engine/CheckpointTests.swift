@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// A checkpoint is read back exactly, and a damaged or crafted one is refused with a reason instead
 /// of crashing the resumed fit or feeding it garbage weights.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// One validator: a definition the exporters would refuse is refused when its network is built and
 /// before a fit's first step, with the same reason, the layer's index and kind, and a hint.

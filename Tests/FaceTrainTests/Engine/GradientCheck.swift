@@ -1,4 +1,5 @@
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// The one finite-difference gradient check used for every layer.
 ///

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite struct KernelTests {
     /// col2im is the adjoint of im2col: ⟨im2col(x), y⟩ = ⟨x, col2im(y)⟩ for random x and y.

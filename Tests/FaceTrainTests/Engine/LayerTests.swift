@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// Every layer: gradient check against finite differences, and one case worked out by hand.
 @Suite struct LayerTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite struct LossTests {
     /// The loss written out directly in double precision from its definition.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite struct NetworkTests {
     static let images = TestData.normal([4, 3, 8, 8], seed: 31)

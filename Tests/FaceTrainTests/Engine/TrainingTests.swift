@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite struct TrainingTests {
     /// Three separable 8×8 patterns (horizontal stripes, vertical stripes, a bright centre) with noise.

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// Winograd's F(4×4, 3×3) against im2col + GEMM, the convolution every other path is checked with:
 /// outputs, weight, bias and input gradients, on even and odd planes, paddings 0-2, and a weight

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 @Suite("Principal components")
 struct PrincipalComponentsTests {

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// Exports real-sized models and hands both files to Tests/Scripts/check_exports.py, which loads
 /// them with onnx/onnxruntime and coremltools, checks their structure and metadata, runs them on

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// Tests/Scripts/check_exports.py learns the layer kinds from facetrain's table (`ExportFormTable`,
 /// handed over in its cases file): the table must cover every kind, agree with what the encoders

@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// Paths, seeded models, real face crops and an independent forward pass for the export tests.
 enum ExportTestSupport {

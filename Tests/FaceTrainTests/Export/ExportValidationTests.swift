@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// The encoders refuse models that would export wrong or unloadable files, with errors that say why.
 struct ExportValidationTests {

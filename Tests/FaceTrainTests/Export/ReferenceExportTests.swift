@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
 
 /// The encoders reproduce the format reference (../shared/docs/formats-ref, made by coremltools' builder
 /// and onnx.helper) byte for byte, through the same code path the product uses: only names,

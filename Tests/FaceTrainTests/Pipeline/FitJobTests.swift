@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
+@testable import FaceTrainSynthesis
 
 /// The library-level fit job, without the CLI: what a server would call.
 @Suite("fit job", .serialized)

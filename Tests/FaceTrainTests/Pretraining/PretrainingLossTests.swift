@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
+@testable import FaceTrainBenchmark
 
 /// The pretraining head (CosFace) and the relational distillation against double-precision
 /// central differences of their definitions.

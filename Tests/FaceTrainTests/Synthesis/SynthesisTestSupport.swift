@@ -2,6 +2,8 @@ import CTurboJPEG
 import Foundation
 
 @testable import FaceTrain
+@testable import FaceTrainEngine
+@testable import FaceTrainSynthesis
 
 /// Helpers for the synthesis tests: temporary folders and an independent JPEG decoder (libjpeg-turbo directly).
 enum SynthesisTestSupport {

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
+@testable import FaceTrainSynthesis
 
 @Suite struct SyntheticFacesTests {
     typealias Support = SynthesisTestSupport

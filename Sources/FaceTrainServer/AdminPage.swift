@@ -1,0 +1,345 @@
+import FaceTrain
+import Foundation
+
+/// `GET /`: the page a person runs the server from. Server-rendered HTML with no scripts and no
+/// external assets (thumbnails are `data:` URIs), so the Content-Security-Policy can forbid both.
+/// Every text that came from a client or a file (names, positions, errors) goes through `escape`.
+struct AdminPage {
+    struct UserRow {
+        var user: UserStore.Summary
+        /// A `data:` URI, or nil when the user has no readable crop.
+        var thumbnail: String?
+    }
+
+    struct VersionRow {
+        var version: Int
+        var createdAt: String?
+        var users: Int?
+        var metrics: MetricsSummary?
+        var isPublished: Bool
+        var problems: [BundleProblem]
+        /// File names of the bundle that can be downloaded here.
+        var files: [String]
+    }
+
+    var users: [UserRow]
+    var versions: [VersionRow]
+    var jobs: [TrainingJob]
+    var publishedVersion: Int?
+    /// Shown when the server has a token (there is a session to end).
+    var canLogOut: Bool
+
+    /// The report's name under `/v1/models/{version}/`; it is made on request, never stored.
+    static let reportName = "report.html"
+
+    static let contentSecurityPolicy =
+        "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; "
+        + "base-uri 'none'"
+
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.count)
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    static let style = """
+        body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
+        h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
+        table{border-collapse:collapse;background:#fff}th,td{border:1px solid #ddd;padding:4px 8px;text-align:left}
+        th{background:#f0f0f0}td.number{text-align:right;font-variant-numeric:tabular-nums}
+        img.thumbnail{width:48px;height:48px;object-fit:cover;display:block;image-rendering:pixelated}
+        .published{background:#e6f4ea;font-weight:600}.badge{background:#1e8e3e;color:#fff;border-radius:3px;padding:0 6px}
+        .bar{width:320px;height:14px;background:#e0e0e0;border-radius:7px;overflow:hidden;display:inline-block;vertical-align:middle}
+        .fill{height:100%;background:#1a73e8}.muted{color:#777}.error{color:#b00020}
+        form{display:inline}button,input{font:inherit}
+        """
+
+    /// The page; it reloads itself every 5 s while a training is queued or running.
+    var html: String {
+        let active = jobs.contains { $0.state == .queued || $0.state == .running }
+        var page = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            \(active ? "<meta http-equiv=\"refresh\" content=\"5\">\n" : "")<title>facetrain serve</title>
+            <style>\(Self.style)</style></head><body>
+            <h1>facetrain serve</h1>
+            <p class="muted">facetrain \(Self.escape(FaceTrainVersion.string)) · published version: \
+            <span id="published-version">\(publishedVersion.map(String.init) ?? "none")</span> · \
+            <a href="/metrics">metrics</a> · <a href="/healthz">health</a></p>
+            \(canLogOut ? "<form method=\"post\" action=\"/logout\"><button type=\"submit\">Log out</button></form>\n" : "")
+
+            """
+        page += trainingSection
+        page += usersSection
+        page += versionsSection
+        page += "</body></html>\n"
+        return page
+    }
+
+    private var trainingSection: String {
+        var text = "<h2>Training</h2>\n"
+        if let running = jobs.last(where: { $0.state == .running }) {
+            let progress = min(max(running.progress ?? 0, 0), 1)
+            let percent = String(format: "%.0f", progress * 100)
+            let epoch =
+                running.epoch.map { epoch in " · epoch \(epoch)" + (running.epochs.map { " of \($0)" } ?? "") } ?? ""
+            text += """
+                <p id="running-job">Job \(running.job): \(Self.escape(running.step ?? "running"))\(epoch)<br>
+                <span class="bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="\(percent)">\
+                <span class="fill" style="width:\(percent)%"></span></span> \(percent)%</p>
+
+                """
+        } else {
+            text += "<p id=\"running-job\" class=\"muted\">No training is running.</p>\n"
+        }
+        let recent = jobs.suffix(10).reversed()
+        guard !recent.isEmpty else { return text }
+        text +=
+            "<table id=\"jobs\"><tr><th>job</th><th>state</th><th>version</th><th>created</th><th>finished</th>"
+            + "<th>note</th></tr>\n"
+        for job in recent {
+            let note = job.error.map { "<span class=\"error\">\(Self.escape($0))</span>" } ?? ""
+            text +=
+                "<tr><td class=\"number\">\(job.job)</td><td>\(job.state.rawValue)</td>"
+                + "<td class=\"number\">\(job.version.map(String.init) ?? "")</td>"
+                + "<td>\(Self.escape(job.createdAt))</td><td>\(Self.escape(job.finishedAt ?? ""))</td><td>\(note)</td></tr>\n"
+        }
+        return text + "</table>\n"
+    }
+
+    private var usersSection: String {
+        var text = "<h2>Users (\(users.count))</h2>\n"
+        guard !users.isEmpty else {
+            return text + "<p class=\"muted\">Nobody is registered yet: POST /v1/users, then their crops.</p>\n"
+        }
+        text += "<table id=\"users\"><tr><th></th><th>id</th><th>name</th><th>position</th><th>crops</th></tr>\n"
+        for row in users {
+            let picture =
+                row.thumbnail.map { "<img class=\"thumbnail\" alt=\"\" src=\"\(Self.escape($0))\">" }
+                ?? "<span class=\"muted\">no crop</span>"
+            text +=
+                "<tr class=\"user\"><td>\(picture)</td><td class=\"number\">\(row.user.id)</td>"
+                + "<td class=\"name\">\(Self.escape(row.user.name))</td>"
+                + "<td>\(Self.escape(row.user.position ?? ""))</td>"
+                + "<td class=\"number\">\(row.user.crops)</td></tr>\n"
+        }
+        return text + "</table>\n"
+    }
+
+    private var versionsSection: String {
+        var text = "<h2>Model versions (\(versions.count))</h2>\n"
+        guard !versions.isEmpty else {
+            return text + "<p class=\"muted\">No model is trained yet: POST /v1/training.</p>\n"
+        }
+        text +=
+            "<table id=\"versions\"><tr><th>version</th><th>created</th><th>users</th><th>user accuracy</th>"
+            + "<th>unknown FAR</th><th>non-face FAR</th><th>macro recall</th><th>files</th><th></th></tr>\n"
+        func number(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "" }
+        for row in versions.reversed() {
+            let links = row.files.map {
+                "<a href=\"/v1/models/\(row.version)/\(Self.escape($0))\">\(Self.escape($0))</a>"
+            }
+            .joined(separator: " ")
+            let status =
+                row.isPublished
+                ? "<span class=\"badge\">published</span>"
+                : row.problems.isEmpty
+                    ? ""
+                    : "<span class=\"error\">" + Self.escape(row.problems.map(\.description).joined(separator: "; "))
+                        + "</span>"
+            text +=
+                "<tr class=\"version\(row.isPublished ? " published" : "")\" id=\"version-\(row.version)\">"
+                + "<td class=\"number\">\(row.version)</td><td>\(Self.escape(row.createdAt ?? ""))</td>"
+                + "<td class=\"number\">\(row.users.map(String.init) ?? "")</td>"
+                + "<td class=\"number\">\(number(row.metrics?.userAccuracy))</td>"
+                + "<td class=\"number\">\(number(row.metrics?.unknownFalseAcceptRate))</td>"
+                + "<td class=\"number\">\(number(row.metrics?.nonFaceFalseAcceptRate))</td>"
+                + "<td class=\"number\">\(number(row.metrics?.macroUserRecall))</td>"
+                + "<td>\(links)</td><td>\(status)</td></tr>\n"
+        }
+        text +=
+            "</table>\n<p class=\"muted\">A report is made when it is opened, from the version's held-out "
+            + "crops in the data folder (as <code>facetrain eval --report</code> does): it takes a few seconds, "
+            + "and cannot be made once a person it was trained on is deleted.</p>\n"
+        return text
+    }
+
+    /// The form `GET /` shows a browser without a session.
+    static func loginPage(message: String?) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: log in</title>
+        <style>\(style)</style></head><body>
+        <h1>facetrain serve</h1>
+        \(message.map { "<p class=\"error\" id=\"login-error\">\(escape($0))</p>\n" } ?? "")\
+        <form method="post" action="/login" id="login">
+        <input type="text" name="username" value="admin" autocomplete="username" hidden>
+        <label>Token (the server's --token-file): <input type="password" name="token" autocomplete="current-password" required></label>
+        <button type="submit">Log in</button></form>
+        </body></html>
+
+        """
+    }
+}
+
+extension ServerRoutes {
+    static let sessionCookie = "facetrain_admin"
+    /// Seconds a login lasts.
+    static let sessionSeconds = 12 * 3600
+
+    /// The cookie value a login sets: derived from the token's digest (not the token), so the cookie
+    /// opens the admin page and nothing else, and stays valid across restarts with the same token.
+    static func sessionValue(tokenDigest: String) -> String {
+        SHA256.hash(Data("facetrain admin session\n\(tokenDigest)".utf8))
+    }
+
+    /// The bearer token, or the session cookie of a login (compared in constant time).
+    func isAdmin(_ request: HTTPRequest) -> Bool {
+        guard let tokenDigest else { return true }
+        if request.header("authorization") != nil, (try? authorize(request)) != nil { return true }
+        guard let cookie = request.cookies[Self.sessionCookie] else { return false }
+        return Self.constantTimeEqual(
+            SHA256.hash(Data(cookie.utf8)), SHA256.hash(Data(Self.sessionValue(tokenDigest: tokenDigest).utf8)))
+    }
+
+    /// Browsers get HTML; curl and the app get the JSON errors every other route answers.
+    private func wantsHTML(_ request: HTTPRequest) -> Bool {
+        request.header("accept")?.contains("text/html") == true
+    }
+
+    func htmlResponse(_ status: Int, _ html: String, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(
+            status: status,
+            headers: [
+                ("Content-Type", "text/html; charset=utf-8"),
+                ("Content-Security-Policy", AdminPage.contentSecurityPolicy),
+                ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"),
+                ("Cache-Control", "no-store"),
+            ] + headers, body: Data(html.utf8))
+    }
+
+    func adminPage(_ request: HTTPRequest) -> HTTPResponse {
+        guard isAdmin(request) else {
+            guard wantsHTML(request) else {
+                return ServerResponses.error(
+                    401,
+                    "the admin page needs the token: log in with the form at / in a browser, or send "
+                        + "'Authorization: Bearer <token>'", headers: [("WWW-Authenticate", "Bearer")])
+            }
+            return htmlResponse(401, AdminPage.loginPage(message: nil))
+        }
+        let users = store.list().map { user in
+            AdminPage.UserRow(user: user, thumbnail: store.firstCrop(user.id).flatMap { Self.thumbnail($0) })
+        }
+        let published = (try? repository.latestPointer())??.version
+        let versions = ((try? repository.versions()) ?? []).map { version -> AdminPage.VersionRow in
+            let verification = BundleVerifier.verify(repository.bundleURL(version: version))
+            let present = Set(verification.manifest?.files.map(\.path) ?? [])
+            return AdminPage.VersionRow(
+                version: version, createdAt: verification.manifest?.createdAt,
+                users: verification.manifest?.users.count, metrics: verification.metrics,
+                isPublished: version == published, problems: verification.problems,
+                files: [BundleVerifier.coreMLName, BundleVerifier.onnxName].filter(present.contains)
+                    + [BundleVerifier.manifestName] + (verification.problems.isEmpty ? [AdminPage.reportName] : []))
+        }
+        let page = AdminPage(
+            users: users, versions: versions, jobs: queue.all(), publishedVersion: published,
+            canLogOut: tokenDigest != nil)
+        return htmlResponse(200, page.html)
+    }
+
+    /// A 48-pixel-wide BMP of the crop, or nil when it cannot be decoded.
+    static func thumbnail(_ url: URL) -> String? {
+        guard let image = try? ImageDecoder.decode(contentsOf: url), image.width > 0 else { return nil }
+        let height = max(1, min(96, image.height * 48 / image.width))
+        return Thumbnail.bmpDataURI(image.resized(width: 48, height: height))
+    }
+
+    /// The login form's POST: the token in the field `token`; sets the session cookie and goes to `/`.
+    func login(_ request: HTTPRequest) -> HTTPResponse {
+        guard let tokenDigest else { return HTTPResponse(status: 303, headers: [("Location", "/")]) }
+        let given = request.fields["token"].map { SHA256.hash(Data($0.trimmingCharacters(in: .whitespaces).utf8)) }
+        guard let given, Self.constantTimeEqual(given, tokenDigest) else {
+            guard wantsHTML(request) else {
+                return ServerResponses.error(
+                    401, "wrong or missing token: post the form field 'token' with the server's --token-file content")
+            }
+            return htmlResponse(401, AdminPage.loginPage(message: "That is not the server's token."))
+        }
+        let cookie =
+            "\(Self.sessionCookie)=\(Self.sessionValue(tokenDigest: tokenDigest)); Path=/; Max-Age=\(Self.sessionSeconds); "
+            + "HttpOnly; SameSite=Strict" + (secureCookies ? "; Secure" : "")
+        return HTTPResponse(
+            status: 303, headers: [("Location", "/"), ("Set-Cookie", cookie), ("Cache-Control", "no-store")])
+    }
+
+    func logout() -> HTTPResponse {
+        let cookie =
+            "\(Self.sessionCookie)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" + (secureCookies ? "; Secure" : "")
+        return HTTPResponse(status: 303, headers: [("Location", "/"), ("Set-Cookie", cookie)])
+    }
+}
+
+extension ServerRoutes {
+    /// `GET /v1/models/{version}/report.html`: the page `facetrain eval --report` writes, made now from
+    /// the version's held-out crops in the data folder. Never stored: it shows crops, and a deletion
+    /// has to take those away.
+    func report(_ version: Int) throws -> HTTPResponse {
+        let folder = repository.bundleURL(version: version)
+        guard FileSystem.kind(at: folder) == .directory else {
+            throw ClientError(404, "there is no version \(version); GET /v1/models lists the versions")
+        }
+        let bundle: ModelBundle
+        do {
+            bundle = try ModelBundle.open(folder)
+        } catch {
+            throw ClientError(409, "version \(version) cannot be opened, so it has no report: \(error)")
+        }
+        let metricsDocument =
+            (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap {
+                try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
+            } ?? [:]
+        let hashes = Set(((metricsDocument["held_out"] as? [[String: String]]) ?? []).compactMap { $0["sha256"] })
+        guard !hashes.isEmpty else {
+            throw ClientError(
+                409, "version \(version)'s metrics.json records no held-out crops, so there is nothing to report on")
+        }
+        let input = bundle.model.definition.input
+        var options = DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels)
+        options.forEvaluation = true
+        options.skipBad = true
+        // Held still while it is read, as for a training.
+        store.beginReading()
+        let dataset: FaceDataset
+        do {
+            defer { store.endReading() }
+            dataset = try FaceDataset.load(from: store.root, options: options)
+        }
+        let samples = dataset.samples.filter { hashes.contains($0.contentHash) }
+        guard samples.count == hashes.count else {
+            throw ClientError(
+                409,
+                "\(hashes.count - samples.count) of the \(hashes.count) held-out crops of version \(version) are no "
+                    + "longer in the data folder (a person was deleted, or crops removed), so its report cannot be "
+                    + "made; a version trained since has its own")
+        }
+        let names = Dictionary(bundle.manifest.users.map { (String($0.id), $0.name) }) { first, _ in first }
+        let run = try ModelEvaluation.evaluate(
+            bundle.model, on: samples, names: names,
+            targetFalseAcceptRate: metricsDocument["target_far"] as? Double ?? 0.05,
+            threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: true)
+        let page = HTMLReport(bundle: bundle, run: run, samples: samples, metricsDocument: metricsDocument)
+        return htmlResponse(200, page.html)
+    }
+}

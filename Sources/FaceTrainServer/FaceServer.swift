@@ -1,0 +1,140 @@
+import FaceTrain
+import Foundation
+
+/// What `facetrain serve` was asked to run.
+public struct ServerConfiguration: Sendable {
+    public var data: URL
+    public var models: URL
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The bearer token write routes need; nil leaves them open (allowed on loopback only).
+    public var token: String?
+    /// Listen on a non-loopback address over plain HTTP.
+    public var insecureHTTP = false
+    /// Serve HTTPS with this certificate and key.
+    public var tls: TLSCredentials?
+    /// Reads of the published model need the token too.
+    public var isPrivate = false
+    /// Seconds of quiet after a change in users or crops before a training is queued by itself; nil: never.
+    public var trainAfter: TimeInterval? = 60
+    public var limits = HTTPLimits()
+    public var maximumCropsPerUser = 200
+    /// Trainings: the job every `POST /v1/training` runs (its data and models are the server's).
+    public var fitJob: FitJob
+    public var gate = PublishGate()
+    public var baseURL: String?
+    /// Called with each answered request (method, path, status, milliseconds).
+    public var log: @Sendable (String, String, Int, Double) -> Void = { _, _, _, _ in }
+    /// Tests: called at named points of a write, where they kill the process.
+    public var pause: @Sendable (String) -> Void = { _ in }
+
+    public init(data: URL, models: URL, fitJob: FitJob) {
+        self.data = data
+        self.models = models
+        self.fitJob = fitJob
+    }
+
+    /// `host:port` with a dotted IPv4 host, or `[host]:port` with an IPv6 one; nil otherwise.
+    public static func parseListen(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            var address = in6_addr()
+            return inet_pton(AF_INET6, host, &address) == 1 ? (host, port) : nil
+        }
+        var address = in_addr()
+        return inet_pton(AF_INET, host, &address) == 1 ? (host, port) : nil
+    }
+
+    /// The host as it goes into a URL: IPv6 addresses in brackets.
+    public static func urlHost(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+    /// 127.0.0.0/8, ::1, and 127.0.0.0/8 mapped into IPv6 (::ffff:127.x.y.z).
+    public static func isLoopback(_ host: String) -> Bool {
+        var address = in_addr()
+        if inet_pton(AF_INET, host, &address) == 1 { return UInt32(bigEndian: address.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
+        return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
+    }
+
+    /// Why this configuration must not start, or nil.
+    public func refusal() -> String? {
+        guard !Self.isLoopback(host) else { return nil }
+        guard token != nil else {
+            return "--listen \(host) is not a loopback address: anyone on the network could change users and "
+                + "trainings; give --token-file"
+        }
+        guard tls != nil || insecureHTTP else {
+            return "--listen \(host) is not a loopback address and there is no --cert/--key: tokens and faces would "
+                + "cross the network in clear text; give --cert FILE --key FILE for HTTPS, or add --insecure-http to "
+                + "accept that (e.g. behind a TLS proxy)"
+        }
+        return nil
+    }
+}
+
+/// `facetrain serve`: the data folder, the models folder, the training queue and the HTTP
+/// adapter wired together.
+public final class FaceServer: @unchecked Sendable {
+    public let configuration: ServerConfiguration
+    public let store: UserStore
+    public let queue: TrainingQueue
+    public let metrics = ServerMetrics()
+    private var http: HTTPServer?
+
+    /// The port it listens on.
+    public var port: Int { http?.port ?? 0 }
+
+    /// Opens the folders (finishing whatever a killed server left half done) and starts listening
+    /// and training.
+    public init(configuration: ServerConfiguration) throws {
+        if let refusal = configuration.refusal() { throw ClientError(400, refusal) }
+        self.configuration = configuration
+        store = try UserStore(root: configuration.data)
+        store.maximumCropsPerUser = configuration.maximumCropsPerUser
+        store.pause = configuration.pause
+        let repository = ModelRepository(directory: configuration.models)
+        try repository.prepareForWriting()
+        queue = try TrainingQueue(
+            store: store, models: configuration.models, job: configuration.fitJob, gate: configuration.gate,
+            baseURL: configuration.baseURL)
+        queue.pause = configuration.pause
+        queue.quietPeriod = configuration.trainAfter
+        queue.minimumCrops = configuration.fitJob.loadOptions.minimumImages
+        let metrics = self.metrics
+        queue.finished = { metrics.recordTraining($0) }
+        var routes = ServerRoutes(
+            store: store, queue: queue, repository: repository, metrics: metrics,
+            tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })
+        routes.isPrivate = configuration.isPrivate
+        routes.gate = configuration.gate
+        routes.baseURL = configuration.baseURL
+        routes.secureCookies = configuration.tls != nil
+        let log = configuration.log
+        http = try HTTPServer(
+            host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
+            urlEncodedFormPaths: [Route.login.template]
+        ) { [routes] request in
+            let started = Date()
+            let (response, route) = routes.respond(request)
+            let seconds = Date().timeIntervalSince(started)
+            metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: seconds)
+            log(request.method, request.path, response.status, seconds * 1000)
+            return response
+        }
+        queue.start()
+    }
+
+    /// Stops listening; a running training is left to finish or die with the process.
+    public func stop() {
+        http?.stop()
+        http = nil
+        queue.stop()
+    }
+}

@@ -1,0 +1,346 @@
+import FaceTrain
+import FaceTrainEngine
+import Foundation
+
+/// A failure a client can fix: the HTTP status and a message that says what to do.
+public struct ClientError: Error, CustomStringConvertible {
+    public var status: Int
+    public var message: String
+    public var description: String { message }
+
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+}
+
+/// What happened to one uploaded file.
+public struct PhotoOutcome: Codable, Sendable, Equatable {
+    /// The client's file name.
+    public var file: String
+    /// "stored", "duplicate" or "rejected".
+    public var result: String
+    /// The stored name (`<sha256>.<ext>`), for stored and duplicate files.
+    public var name: String?
+    public var reason: String?
+}
+
+/// The data folder `fit` reads (`<id>/` crops, `users.json`), owned by the server while it runs.
+///
+/// Every change is durable before it returns (temporary file, fsync, rename, fsync of the folder),
+/// and ordered so a kill at any moment leaves a folder `data check` accepts:
+/// - a new id is recorded in `.next-user-id` before users.json names it, so ids are never reused;
+/// - a crop is written under a hidden temporary name and renamed to `<sha256>.<ext>`, so a half
+///   file is never a crop (leftovers are removed at start);
+/// - a deleted user's folder is first renamed to `.deleted-<id>` (hidden, so no training reads it),
+///   then users.json drops the entry, then the folder is removed; a start finishes what a kill interrupted.
+public final class UserStore: @unchecked Sendable {
+    public let root: URL
+    public var maximumCropsPerUser = 200
+    /// Called at named points between steps (tests kill the process there).
+    var pause: @Sendable (String) -> Void = { _ in }
+
+    /// Guards everything below, and the data folder itself while a training reads it.
+    private let lock = NSLock()
+    private var users: [Int: UserRecord] = [:]
+    private var nextId = 3
+    /// Which class holds the crop with this SHA-256 (a crop may not be in two classes).
+    private var owners: [String: Int] = [:]
+    private var crops: [Int: Int] = [:]
+
+    static let usersName = "users.json"
+    static let nextIdName = ".next-user-id"
+    static let deletedPrefix = ".deleted-"
+
+    /// Opens `root` (creating it), finishes interrupted deletions, drops temporary files, and
+    /// indexes every crop by content hash.
+    public init(root: URL) throws {
+        self.root = root
+        try FileSystem.createDirectory(root)
+        var records: [Int: UserRecord] = [:]
+        let usersURL = root.appendingPathComponent(Self.usersName)
+        if FileSystem.kind(at: usersURL) != .missing {
+            for raw in try UserMetadataReader.readList(at: usersURL) {
+                guard let id = raw.id, id > NegativeClass.unknownPerson else {
+                    throw DataProblem.invalidMetadata(path: raw.source, reason: "has no id of 3 or more")
+                }
+                records[id] = UserRecord(id: id, name: raw.name ?? "user \(id)", position: raw.position)
+            }
+        }
+        var deletedIds: [Int] = []
+        for name in try FileSystem.entries(of: root) {
+            let url = root.appendingPathComponent(name)
+            if name.hasPrefix(Self.deletedPrefix) {
+                let id = Int(name.dropFirst(Self.deletedPrefix.count).prefix { $0.isNumber }) ?? 0
+                deletedIds.append(id)
+                records[id] = nil
+                try FileSystem.removeTree(url)
+                continue
+            }
+            guard let label = ModelRepository.parseVersion(name), FileSystem.kind(at: url) == .directory else {
+                continue
+            }
+            var count = 0
+            for file in try FileSystem.entries(of: url) {
+                let fileURL = url.appendingPathComponent(file)
+                if FileSystem.isTemporaryName(file) {
+                    try FileSystem.removeTree(fileURL)
+                    continue
+                }
+                guard !file.hasPrefix("."), file != "user.json", FileSystem.kind(at: fileURL) == .regular,
+                    let data = FileManager.default.contents(atPath: fileURL.path)
+                else { continue }
+                owners[contentHash(data)] = label
+                count += 1
+            }
+            crops[label] = count
+            if label > NegativeClass.unknownPerson, records[label] == nil {
+                let single = url.appendingPathComponent("user.json")
+                let raw = FileSystem.kind(at: single) == .regular ? try? UserMetadataReader.readSingle(at: single) : nil
+                records[label] = UserRecord(id: label, name: raw?.name ?? "user \(label)", position: raw?.position)
+            }
+        }
+        users = records
+        let recorded =
+            (try? String(contentsOf: root.appendingPathComponent(Self.nextIdName), encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+        nextId = max(3, recorded, (records.keys.max() ?? 0) + 1, (deletedIds.max() ?? 0) + 1)
+        if !deletedIds.isEmpty {
+            try writeUsers()
+            try FileSystem.sync(root)
+        }
+    }
+
+    // MARK: Reading
+
+    /// A user with their crop count, as the API shows them.
+    public struct Summary: Codable, Sendable {
+        public var id: Int
+        public var name: String
+        public var position: String?
+        public var crops: Int
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(name, forKey: .name)
+            try container.encode(position, forKey: .position)
+            try container.encode(crops, forKey: .crops)
+        }
+    }
+
+    public func list() -> [Summary] {
+        locked { users.values.sorted { $0.id < $1.id }.map(summary) }
+    }
+
+    public func user(_ id: Int) -> Summary? {
+        locked { users[id].map(summary) }
+    }
+
+    /// One stored crop of a user (the first by name), for the admin page's thumbnail.
+    public func firstCrop(_ id: Int) -> URL? {
+        let folder = root.appendingPathComponent(String(id))
+        let names = ((try? FileSystem.entries(of: folder)) ?? []).sorted()
+        return names.lazy.filter { !$0.hasPrefix(".") && $0 != "user.json" }.map { folder.appendingPathComponent($0) }
+            .first { FileSystem.kind(at: $0) == .regular }
+    }
+
+    /// Ids of the registered users.
+    public func ids() -> Set<Int> { locked { Set(users.keys) } }
+
+    private func summary(_ record: UserRecord) -> Summary {
+        Summary(id: record.id, name: record.name, position: record.position, crops: crops[record.id] ?? 0)
+    }
+
+    /// Holds changes back until `endReading` (on the same thread): a training holds it while it
+    /// loads the folder, and lets go as soon as the crops are in memory.
+    func beginReading() { lock.lock() }
+    func endReading() { lock.unlock() }
+
+    // MARK: Users
+
+    /// Registers a person; the id is new (>= 3) and never given out again.
+    public func create(name: String, position: String?) throws -> Summary {
+        try Self.validate(name: name, position: position)
+        return try locked {
+            let id = nextId
+            try FileSystem.replaceAtomically(
+                Data("\(id + 1)\n".utf8), at: root.appendingPathComponent(Self.nextIdName))
+            nextId = id + 1
+            pause("user-id-reserved")
+            users[id] = UserRecord(id: id, name: name, position: position)
+            do { try writeUsers() } catch {
+                users[id] = nil
+                throw error
+            }
+            return summary(users[id]!)
+        }
+    }
+
+    /// Changes a name and/or position (`position` `.some(nil)` clears it).
+    public func update(_ id: Int, name: String?, position: String??) throws -> Summary {
+        try locked {
+            guard var record = users[id] else { throw Self.noSuchUser(id) }
+            let previous = record
+            if let name { record.name = name }
+            if let position { record.position = position }
+            try Self.validate(name: record.name, position: record.position)
+            users[id] = record
+            do {
+                try writeUsers()
+                // A user.json beside the crops would contradict users.json (data check: conflicting metadata).
+                let single = root.appendingPathComponent(String(id)).appendingPathComponent("user.json")
+                if FileSystem.kind(at: single) == .regular {
+                    try FileSystem.replaceAtomically(try JSONText.data(record) + Data("\n".utf8), at: single)
+                }
+            } catch {
+                users[id] = previous
+                throw error
+            }
+            return summary(record)
+        }
+    }
+
+    /// Removes a user's crops and entry from disk, durably.
+    public func delete(_ id: Int) throws {
+        try locked {
+            guard users[id] != nil else { throw Self.noSuchUser(id) }
+            let folder = root.appendingPathComponent(String(id))
+            let trash = root.appendingPathComponent("\(Self.deletedPrefix)\(id)")
+            if FileSystem.kind(at: folder) == .directory {
+                try FileSystem.removeTree(trash)
+                guard rename(folder.path, trash.path) == 0 else {
+                    throw FileSystemError(
+                        operation: "rename to \(trash.lastPathComponent)", path: folder.path, code: errno)
+                }
+                try FileSystem.sync(root)
+            }
+            pause("user-folder-moved")
+            let record = users[id]
+            users[id] = nil
+            do { try writeUsers() } catch {
+                users[id] = record
+                throw error
+            }
+            try FileSystem.removeTree(trash)
+            try FileSystem.sync(root)
+            owners = owners.filter { $0.value != id }
+            crops[id] = nil
+        }
+    }
+
+    static func noSuchUser(_ id: Int) -> ClientError {
+        ClientError(404, "there is no user \(id); GET /v1/users lists the registered users")
+    }
+
+    static func validate(name: String, position: String?) throws {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw ClientError(400, "\"name\" is empty; give the person's name") }
+        for (field, text) in [("name", name), ("position", position ?? "")] {
+            guard text.count <= 200 else { throw ClientError(400, "\"\(field)\" is longer than 200 characters") }
+            // The same rule as data check: names reach terminals, the report and the app.
+            if let scalar = text.unicodeScalars.first(where: \.isHiddenControl) {
+                throw ClientError(
+                    400,
+                    "\"\(field)\" contains the invisible or control character U+"
+                        + String(format: "%04X", scalar.value) + "; remove it")
+            }
+        }
+    }
+
+    private func writeUsers() throws {
+        let records = users.values.sorted { $0.id < $1.id }
+        try FileSystem.replaceAtomically(
+            try JSONText.data(records) + Data("\n".utf8), at: root.appendingPathComponent(Self.usersName))
+    }
+
+    // MARK: Photos
+
+    /// Decodes and checks every file as `data check` would, then stores the good ones under their
+    /// content hash; duplicates and bad files are reported per file. Nothing is stored when a
+    /// request-wide limit is broken.
+    public func addPhotos(_ id: Int, files: [FormFile]) throws -> [PhotoOutcome] {
+        // Decoding is the slow part and needs no lock.
+        let checked: [(file: FormFile, hash: String, format: ImageFormat?, reason: String?)] = files.map { file in
+            let hash = contentHash(file.data)
+            do {
+                _ = try ImageDecoder.decode(data: file.data, name: file.fileName)
+                return (file, hash, ImageFormat(signature: file.data), nil)
+            } catch {
+                // The decoder's message starts with the name and ends with a HINT line; keep the reason.
+                var reason = String(describing: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+                if reason.hasPrefix(file.fileName + ": ") { reason.removeFirst(file.fileName.count + 2) }
+                return (file, hash, nil, reason)
+            }
+        }
+        return try locked {
+            guard users[id] != nil else { throw Self.noSuchUser(id) }
+            var outcomes: [PhotoOutcome] = []
+            var toStore: [(index: Int, name: String, data: Data, hash: String)] = []
+            var seen = Set<String>()
+            for entry in checked {
+                let name = entry.format.map { "\(entry.hash).\(Self.fileExtension($0))" }
+                if let reason = entry.reason {
+                    outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "rejected", reason: reason))
+                } else if let owner = owners[entry.hash], owner != id {
+                    let whom =
+                        owner == NegativeClass.notAFace
+                        ? "class 1 (not a face)"
+                        : owner == NegativeClass.unknownPerson ? "class 2 (unknown people)" : "user \(owner)"
+                    outcomes.append(
+                        PhotoOutcome(
+                            file: entry.file.fileName, result: "rejected",
+                            reason: "the same image is already a crop of \(whom); one image cannot show two classes"))
+                } else if owners[entry.hash] == id || seen.contains(entry.hash) {
+                    outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "duplicate", name: name))
+                } else {
+                    seen.insert(entry.hash)
+                    toStore.append((outcomes.count, name!, entry.file.data, entry.hash))
+                    outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "stored", name: name))
+                }
+            }
+            let existing = crops[id] ?? 0
+            if existing + toStore.count > maximumCropsPerUser {
+                throw ClientError(
+                    409,
+                    "user \(id) has \(existing) crops and this request adds \(toStore.count); the limit is "
+                        + "\(maximumCropsPerUser) crops per user. Nothing was stored; delete the user or send fewer")
+            }
+            guard !toStore.isEmpty else { return outcomes }
+            let folder = root.appendingPathComponent(String(id))
+            if FileSystem.kind(at: folder) == .missing {
+                try FileSystem.createDirectory(folder)
+                try FileSystem.sync(root)
+            }
+            for item in toStore {
+                let target = folder.appendingPathComponent(item.name)
+                let temporary = folder.appendingPathComponent(FileSystem.temporaryName(for: item.name))
+                try FileSystem.writeNewFile(item.data, to: temporary)
+                do { try FileSystem.renameNoReplace(temporary, to: target) } catch {
+                    unlink(temporary.path)
+                    throw error
+                }
+                try FileSystem.sync(folder)
+                owners[item.hash] = id
+                crops[id, default: 0] += 1
+                pause("photo-stored")
+            }
+            return outcomes
+        }
+    }
+
+    static func fileExtension(_ format: ImageFormat) -> String {
+        switch format {
+        case .jpeg: return "jpg"
+        case .png: return "png"
+        case .pgm: return "pgm"
+        case .ppm: return "ppm"
+        }
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+}
