@@ -14,6 +14,9 @@ TOOLS := pkg-config:pkg-config h5dump:hdf5-tools python3:python3 sha256sum:coreu
          openssl:openssl chromium:chromium
 
 SHARED   ?= ../shared
+# The binary and the tests are built without Swift's runtime checks (Package.swift says why);
+# `make test` builds the engine's suites once more with them, and so does the fuzz build.
+export FACETRAIN_UNCHECKED := 1
 BASE     := base/builtin
 # The recipe of the builtin base (its manifest records it too).
 BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80-grey10-area50-centre90 --version 9 \

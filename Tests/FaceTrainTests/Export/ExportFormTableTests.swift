@@ -8,7 +8,15 @@ import Testing
 /// handed over in its cases file): the table must cover every kind, agree with what the encoders
 /// write, and name only Core ML layers the script can evaluate.
 struct ExportFormTableTests {
-    @Test func everyKindIsInTheTable() {
+    /// Every kind has its lowering in Export/LayerLowering.swift (the engine's layers know no formats),
+    /// and exports leave out exactly the kinds inference passes through.
+    @Test func everyKindIsInTheTable() throws {
+        for layer in LayerSpecification.everyKind {
+            let lowering = layer.layerKind as? any ExportLowering
+            #expect(lowering != nil, "\(layer.kind) has no ExportLowering in Export/LayerLowering.swift")
+            #expect((lowering?.exportForm == nil) == layer.layerKind.isIdentityAtInference, "\(layer.kind)")
+        }
+        try #require(LayerSpecification.everyKind.allSatisfy { $0.layerKind is any ExportLowering })
         let table = ExportFormTable.entries
         for layer in LayerSpecification.everyKind {
             let entries = table[layer.kind]
