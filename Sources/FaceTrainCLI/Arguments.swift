@@ -43,13 +43,6 @@ func validateBaseURL(_ text: String?) throws {
             + "e.g. https://cdn.example.com/models")
 }
 
-/// `--target-far` of fit and eval: a share of strangers, so a number in 0...1.
-func validateTargetFalseAcceptRate(_ rate: Double) throws {
-    guard rate.isFinite, (0...1).contains(rate) else {
-        throw UsageError(message: "--target-far must be a share in 0...1 (0.05 = 5 % of strangers accepted)")
-    }
-}
-
 /// One named option (`--batch-size 32`) or flag (`--json`) of a subcommand.
 struct OptionSpec: Sendable {
     let name: String

@@ -64,7 +64,9 @@ import Testing
         // Batch normalisation cannot train on one crop: a usage error, not a crash in the layer.
         let single = try CLIRunner.run(["bench", "--batch-size", "1"])
         #expect(single.status == 64)
-        #expect(single.standardError.contains("at least 2") && !single.standardError.contains("Fatal error"))
+        #expect(
+            single.standardError.contains("--batch-size must be in 2...4096 (batch normalisation needs two crops)")
+                && !single.standardError.contains("Fatal error"))
         let text = try CLIRunner.run(["bench", "--batch-size", "many"])
         #expect(text.status == 64)
         #expect(text.standardError.contains("--batch-size"))

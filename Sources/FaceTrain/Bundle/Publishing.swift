@@ -40,6 +40,18 @@ public struct PublishGate: Sendable, Equatable {
         self.allowedRegression = allowedRegression
     }
 
+    /// Throws unless every bound is a share in 0...1.
+    public func validate() throws(ConfigurationError) {
+        for (option, value) in [
+            ("min-accuracy", minimumUserAccuracy), ("max-false-accept", maximumFalseAcceptRate),
+            ("allow-regression", allowedRegression),
+        ] {
+            if let value, !(value.isFinite && (0...1).contains(value)) {
+                throw ConfigurationError(option: option, message: "'--\(option)' must be between 0 and 1")
+            }
+        }
+    }
+
     /// Why `candidate` must not replace the published version (empty: it may), and remarks
     /// about checks that could not run.
     public func evaluate(candidate: MetricsSummary?, baseline: MetricsSummary?, baselineVersion: Int?)

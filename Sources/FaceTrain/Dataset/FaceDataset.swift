@@ -23,6 +23,13 @@ public struct DataLoadOptions: Sendable {
         self.minimumImages = minimumImages
         self.skipBad = skipBad
     }
+
+    /// Throws when the options cannot read a folder (`fit`, `data check` and the server check them).
+    public func validate() throws(ConfigurationError) {
+        guard minimumImages >= 1 else {
+            throw ConfigurationError(option: "min-images", message: "--min-images must be at least 1")
+        }
+    }
 }
 
 /// The two negative classes every data folder must have.

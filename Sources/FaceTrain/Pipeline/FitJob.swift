@@ -57,6 +57,17 @@ public struct FitJob: Sendable {
     /// Where checkpoints of interrupted fits wait for `resume`.
     public var checkpointDirectory: URL { models.appendingPathComponent(".checkpoints") }
 
+    /// The options (as the command line names them) that a fit from a base does not take, because
+    /// `configuration(_:base:…)` below sets them from the base: the whole network and its training
+    /// for `.head` (only the classifier trains, on cached embeddings, so nothing resumes either),
+    /// the network's shape for `.all` (it trains like a fit from scratch otherwise).
+    public static func optionsTakenFromBase(fineTuning: FineTuning) -> [String] {
+        switch fineTuning {
+        case .head: ["epochs", "batch-size", "input-size", "learning-rate", "width", "margin", "resume"]
+        case .all: ["input-size", "width", "resume"]
+        }
+    }
+
     /// The configuration a fit from `base` trains with: the base's architecture, width and input; for
     /// `.all`, 20 epochs at 1e-3 unless `keepEpochs` / `keepLearningRate` (given by the user).
     public static func configuration(
@@ -78,6 +89,9 @@ public struct FitJob: Sendable {
 
     /// Runs the job; `shouldStop` is polled between batches (Ctrl-C, a server's cancel).
     public func run(observer: FitJobObserver?, shouldStop: @escaping () -> Bool = { false }) throws -> FitJobResult {
+        // The server's trainings come here without the command line's checks.
+        try configuration.validate()
+        try loadOptions.validate()
         var loadOptions = self.loadOptions
         if let base {
             // The network's input is the base's.

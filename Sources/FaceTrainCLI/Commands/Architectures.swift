@@ -9,8 +9,8 @@ struct Architectures: Command {
     static let abstract = "List the named architectures with parameters, FLOPs per image and input size."
     static var options: [OptionSpec] {
         [
-            .option("width", "n", "Width to size them at (32 with --input-size 80: the builtin base's).", default: "32"),
-            .option("input-size", "px", "Side of the square input.", default: "64"),
+            TrainingOptions.width(default: "32", "Width to size them at (32 with --input-size 80: the builtin base's)."),
+            TrainingOptions.inputSize(),
             .option("classes", "n", "Classes of the classifier counted in (42, as `facetrain bench`).", default: "42"),
             .flag("json", "Print the list as JSON."),
         ]
@@ -25,9 +25,10 @@ struct Architectures: Command {
         width = try arguments.required("width")
         inputSize = try arguments.required("input-size")
         classes = try arguments.required("classes")
-        guard (1...256).contains(width) else { throw UsageError(message: "--width must be in 1...256") }
-        guard (32...512).contains(inputSize), inputSize % 8 == 0 else {
-            throw UsageError(message: "--input-size must be a multiple of 8 in 32...512")
+        let (width, inputSize) = (self.width, self.inputSize)
+        try requireValid { () throws(ConfigurationError) in
+            try TrainingLimits.checkWidth(width)
+            try TrainingLimits.checkInputSize(inputSize)
         }
         guard (1...100_000).contains(classes) else { throw UsageError(message: "--classes must be in 1...100000") }
         json = arguments.flag("json")

@@ -9,13 +9,13 @@ struct Bench: Command {
     static let abstract = "Measure training and inference speed of an architecture (ref-small) on random data."
     static var options: [OptionSpec] {
         [
-            .option(
-                "architecture", "name",
+            TrainingOptions.architecture(
                 "Network to time (" + ModelDefinition.extractorArchitectures.joined(separator: ", ") + ").",
                 default: "ref-small"),
-            .option("batch-size", "n", "Training batch size.", default: "32"),
-            .option("width", "n", "Width of the architecture (32 with --input-size 80: the builtin base's extractor).", default: "16"),
-            .option("input-size", "px", "Side of the square input.", default: "64"),
+            TrainingOptions.batchSize(default: "32", "Training batch size."),
+            TrainingOptions.width(
+                default: "16", "Width of the architecture (32 with --input-size 80: the builtin base's extractor)."),
+            TrainingOptions.inputSize(),
             .option("steps", "n", "Timed training steps (after 5 warm-up steps).", default: "30"),
             .option("inference-batch-size", "n", "Batch size of the inference throughput run.", default: "64"),
             .option("latency-seconds", "s", "Seconds spent sampling batch-1 latency.", default: "1"),
@@ -34,26 +34,20 @@ struct Bench: Command {
         configuration.batchSize = try arguments.required("batch-size")
         configuration.width = try arguments.required("width")
         configuration.architecture = try arguments.required("architecture")
-        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
-            throw UsageError(message: "--architecture: \(error.description)")
-        }
-        guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
         configuration.inputSize = try arguments.required("input-size")
-        guard (32...512).contains(configuration.inputSize), configuration.inputSize % 8 == 0 else {
-            throw UsageError(message: "--input-size must be a multiple of 8 in 32...512")
+        try requireValid { () throws(ConfigurationError) in
+            try TrainingLimits.checkArchitecture(configuration.architecture)
+            try TrainingLimits.checkWidth(configuration.width)
+            try TrainingLimits.checkInputSize(configuration.inputSize)
+            try TrainingLimits.checkBatchSize(configuration.batchSize)
         }
         configuration.steps = try arguments.required("steps")
         configuration.inferenceBatchSize = try arguments.required("inference-batch-size")
         configuration.latencySeconds = try arguments.required("latency-seconds")
         configuration.peakGFLOPS = try arguments.value("peak-gflops")
-        guard configuration.batchSize >= 2 else {
-            throw UsageError(message: "--batch-size must be at least 2 (batch normalisation needs two crops)")
-        }
-        guard configuration.steps >= 1, configuration.inferenceBatchSize >= 1 else {
-            throw UsageError(message: "--steps and --inference-batch-size must be at least 1")
-        }
-        guard configuration.batchSize <= 4096, configuration.inferenceBatchSize <= 4096 else {
-            throw UsageError(message: "--batch-size and --inference-batch-size must be at most 4096")
+        guard configuration.steps >= 1 else { throw UsageError(message: "--steps must be at least 1") }
+        guard (1...4096).contains(configuration.inferenceBatchSize) else {
+            throw UsageError(message: "--inference-batch-size must be in 1...4096")
         }
         guard configuration.latencySeconds.isFinite, (0...3600).contains(configuration.latencySeconds) else {
             throw UsageError(message: "--latency-seconds must be in 0...3600")

@@ -9,7 +9,7 @@ struct DataCheck: Command {
         [
             .required(
                 "data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
-            .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
+            DataOptions.minimumImages(),
             .flag("skip-bad", "Report unreadable images as warnings instead of problems."),
             .flag("json", "Print the report as JSON."),
         ]
@@ -21,11 +21,7 @@ struct DataCheck: Command {
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 0)
         data = try arguments.required("data")
-        var options = DataLoadOptions()
-        options.minimumImages = try arguments.required("min-images")
-        guard options.minimumImages >= 1 else { throw UsageError(message: "--min-images must be at least 1") }
-        options.skipBad = arguments.flag("skip-bad")
-        self.options = options
+        options = try DataOptions.loadOptions(arguments)
         json = arguments.flag("json")
     }
 

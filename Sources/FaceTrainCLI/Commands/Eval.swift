@@ -39,7 +39,10 @@ struct Eval: Command {
         models = URL(fileURLWithPath: try arguments.required("models"))
         data = arguments.string("data").map { URL(fileURLWithPath: $0) }
         targetFalseAcceptRate = try arguments.required("target-far")
-        try validateTargetFalseAcceptRate(targetFalseAcceptRate)
+        let rate = targetFalseAcceptRate
+        try requireValid { () throws(ConfigurationError) in
+            try TrainingLimits.checkTargetFalseAcceptRate(rate)
+        }
         report = arguments.string("report").map { URL(fileURLWithPath: $0) }
         predictions = arguments.string("predictions").map { URL(fileURLWithPath: $0) }
         json = arguments.flag("json")

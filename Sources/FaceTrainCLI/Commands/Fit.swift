@@ -11,23 +11,22 @@ struct Fit: Command {
             .required(
                 "data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
             .option("out", "dir", "Models folder the bundle version is written into.", default: "models"),
-            .option("epochs", "n", "Passes over the training crops.", default: "90"),
-            .option("batch-size", "n", "Crops per training step.", default: "32"),
-            .option("seed", "n", "Seed of everything random; the same seed gives the same model.", default: "1"),
-            .option("input-size", "px", "Side of the square network input.", default: "64"),
+            TrainingOptions.epochs(default: "90"),
+            TrainingOptions.batchSize(default: "32"),
+            TrainingOptions.seed("Seed of everything random; the same seed gives the same model."),
+            TrainingOptions.inputSize(),
             .option(
                 "holdout", "share", "Share of each class held out for model selection and evaluation.", default: "0.2"),
-            .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
-            .option(
-                "architecture", "name",
+            TrainingOptions.learningRate(default: "0.003", "Peak AdamW learning rate."),
+            TrainingOptions.architecture(
                 "Network trained with --base none (" + ModelDefinition.extractorArchitectures.joined(separator: ", ")
                     + "; `facetrain architectures` lists them). With a base: the base's, which it must then name.",
                 default: "ref-small"),
-            .option("width", "n", "Channels of the first block (16 gives ref-small).", default: "16"),
+            TrainingOptions.width(default: "16", "Channels of the first block (16 gives ref-small)."),
             .option(
                 "target-far", "rate", "Unknown-person false accept rate the accept threshold is chosen for.",
                 default: "0.05"),
-            .option("min-images", "n", "Fewest crops a user may have.", default: "5"),
+            DataOptions.minimumImages(),
             .option(
                 "margin", "m", "Additive margin on the true class's logit while training (0 = plain cross-entropy).",
                 default: "2"),
@@ -40,7 +39,7 @@ struct Fit: Command {
                 "With a base: train only the classifier on the frozen extractor's embeddings (head), or the whole "
                     + "network at a lower learning rate (all; --epochs 20 and --learning-rate 0.001 unless given).",
                 default: "head"),
-            .flag("skip-bad", "Train without unreadable images, naming each one."),
+            DataOptions.skipBad,
             .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
             .flag("json", "Print one JSON object per line per event (for CI logs)."),
         ]
@@ -57,9 +56,6 @@ struct Fit: Command {
     let givenEpochs: Bool
     let givenLearningRate: Bool
     let givenArchitecture: Bool
-
-    /// Options of the from-scratch network; a fit from a base takes its network from the base.
-    static let fromScratchOptions = ["epochs", "batch-size", "input-size", "learning-rate", "width", "margin", "resume"]
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 0)
@@ -81,38 +77,14 @@ struct Fit: Command {
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.width = try arguments.required("width")
         configuration.architecture = try arguments.required("architecture")
-        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
-            throw UsageError(message: "--architecture: \(error.description)")
-        }
         givenArchitecture = arguments.isGiven("architecture")
         configuration.targetFalseAcceptRate = try arguments.required("target-far")
         configuration.margin = try arguments.required("margin")
-        // Limits far beyond any sensible run, so a typo fails here instead of as a huge allocation.
-        guard configuration.margin.isFinite, (0...16).contains(configuration.margin) else {
-            throw UsageError(message: "--margin must be in 0...16 (the logits lie in -16...16)")
-        }
-        guard (1...100_000).contains(configuration.epochs) else {
-            throw UsageError(message: "--epochs must be in 1...100000")
-        }
-        guard (2...4096).contains(configuration.batchSize) else {
-            throw UsageError(message: "--batch-size must be in 2...4096 (batch normalisation needs two crops)")
-        }
-        guard (32...512).contains(configuration.inputSize), configuration.inputSize % 8 == 0 else {
-            throw UsageError(message: "--input-size must be a multiple of 8 in 32...512")
-        }
-        guard (0..<1).contains(configuration.holdout) else { throw UsageError(message: "--holdout must be in 0..<1") }
-        guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
-            throw UsageError(message: "--learning-rate must be a positive number")
-        }
-        guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
-        try validateTargetFalseAcceptRate(configuration.targetFalseAcceptRate)
+        try requireValid { () throws(ConfigurationError) in try configuration.validate() }
         self.configuration = configuration
-        var loadOptions = DataLoadOptions(
-            inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3)
-        loadOptions.minimumImages = try arguments.required("min-images")
-        guard loadOptions.minimumImages >= 1 else { throw UsageError(message: "--min-images must be at least 1") }
-        loadOptions.skipBad = arguments.flag("skip-bad")
-        self.loadOptions = loadOptions
+        loadOptions = try DataOptions.loadOptions(
+            arguments,
+            base: DataLoadOptions(inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3))
         resume = arguments.flag("resume")
         json = arguments.flag("json")
         baseOption = try arguments.required("base")
@@ -120,9 +92,7 @@ struct Fit: Command {
         guard ["head", "all"].contains(fineTune) else { throw UsageError(message: "--fine-tune must be head or all") }
         givenEpochs = arguments.isGiven("epochs")
         givenLearningRate = arguments.isGiven("learning-rate")
-        // Fine-tuning everything trains like a fit from scratch, apart from the architecture.
-        let refused =
-            baseOption == "none" ? [] : fineTune == "all" ? ["input-size", "width", "resume"] : Self.fromScratchOptions
+        let refused = baseOption == "none" ? [] : FitJob.optionsTakenFromBase(fineTuning: FineTuning(rawValue: fineTune)!)
         if let given = refused.first(where: { arguments.isGiven($0) }) {
             throw UsageError(
                 message: "--\(given) applies to --base none only: a fit from a base (here --base \(baseOption)) keeps "

@@ -12,20 +12,19 @@ struct Pretrain: Command {
                 "data", "dir",
                 "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."),
             .required("out", "dir", "Base model folder to write (must not exist)."),
-            .option(
-                "architecture", "name",
+            TrainingOptions.architecture(
                 "Extractor architecture (known: " + ModelDefinition.extractorArchitectures.joined(separator: ", ")
                     + "; `facetrain architectures` lists them).", default: "ref-small"),
-            .option("width", "n", "Channels of the first block.", default: "32"),
-            .option("input-size", "px", "Side of the square network input.", default: "64"),
-            .option("epochs", "n", "Passes over the training crops.", default: "15"),
-            .option("batch-size", "n", "Crops per training step.", default: "128"),
-            .option("learning-rate", "rate", "Peak AdamW learning rate.", default: "0.003"),
+            TrainingOptions.width(default: "32"),
+            TrainingOptions.inputSize(),
+            TrainingOptions.epochs(default: "15"),
+            TrainingOptions.batchSize(default: "128"),
+            TrainingOptions.learningRate(default: "0.003", "Peak AdamW learning rate."),
             .option(
                 "weight-decay", "rate",
                 "AdamW's decoupled weight decay: each step shrinks the weights by learning rate x rate.",
                 default: "0.0005"),
-            .option("seed", "n", "Seed of everything random; the same seed gives the same weights.", default: "1"),
+            TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
             .option("name", "text", "Name recorded in the base manifest (default: <data folder>-<architecture>-<width>)."),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
             .option("teacher", "file.h5", "Descriptors of a stronger network per crop, to distil."),
@@ -78,9 +77,6 @@ struct Pretrain: Command {
         out = URL(fileURLWithPath: try arguments.required("out"))
         var configuration = PretrainConfiguration()
         configuration.architecture = try arguments.required("architecture")
-        do { _ = try ModelDefinition.architecture(named: configuration.architecture) } catch {
-            throw UsageError(message: "--architecture: \(error.description)")
-        }
         configuration.width = try arguments.required("width")
         configuration.inputSize = try arguments.required("input-size")
         configuration.epochs = try arguments.required("epochs")
@@ -88,35 +84,12 @@ struct Pretrain: Command {
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.seed = try arguments.required("seed")
         configuration.weightDecay = try arguments.required("weight-decay")
-        guard (1...10_000).contains(configuration.epochs) else { throw UsageError(message: "--epochs must be in 1...10000") }
-        guard (2...4096).contains(configuration.batchSize) else {
-            throw UsageError(message: "--batch-size must be in 2...4096 (batch normalisation needs two crops)")
-        }
-        guard (32...256).contains(configuration.inputSize), configuration.inputSize % 8 == 0 else {
-            throw UsageError(message: "--input-size must be a multiple of 8 in 32...256")
-        }
-        guard (1...256).contains(configuration.width) else { throw UsageError(message: "--width must be in 1...256") }
-        guard configuration.learningRate.isFinite, configuration.learningRate > 0 else {
-            throw UsageError(message: "--learning-rate must be a positive number")
-        }
-        guard configuration.weightDecay.isFinite, (0..<1).contains(configuration.weightDecay) else {
-            throw UsageError(message: "--weight-decay must be a number in 0..<1 (0.0005 by default)")
-        }
+        // 0 and 1 mean "none" and "the whole crop"; anything else is kept for the check to judge.
         let greyscale: Double = try arguments.required("greyscale")
-        guard greyscale.isFinite, (0...1).contains(greyscale) else {
-            throw UsageError(message: "--greyscale must be a share in 0...1 (0.2: one crop in five grey)")
-        }
-        if greyscale > 0 { configuration.augmentation.greyscaleShare = greyscale }
-        let minimumArea: Double = try arguments.required("min-area")
-        guard minimumArea.isFinite, (0.1...1).contains(minimumArea) else {
-            throw UsageError(message: "--min-area must be a share in 0.1...1 (0.3: crops keep 30-100 % of the area)")
-        }
-        configuration.augmentation.minimumArea = minimumArea
+        configuration.augmentation.greyscaleShare = greyscale == 0 ? nil : greyscale
+        configuration.augmentation.minimumArea = try arguments.required("min-area")
         let centreCrop: Double = try arguments.required("centre-crop")
-        guard centreCrop.isFinite, (0.5...1).contains(centreCrop) else {
-            throw UsageError(message: "--centre-crop must be a share in 0.5...1 (0.8: the central 80 % of the side)")
-        }
-        if centreCrop < 1 { configuration.centreCrop = centreCrop }
+        configuration.centreCrop = centreCrop == 1 ? nil : centreCrop
         newCentreCrop = arguments.given("centre-crop") ? .some(configuration.centreCrop) : .none
         newName = arguments.given("name") ? arguments.string("name") : nil
         newVersion = arguments.given("version") ? try arguments.required("version") : nil
@@ -132,10 +105,8 @@ struct Pretrain: Command {
                         + PretrainConfiguration.TeacherLoss.allCases.map(\.rawValue).joined(separator: " or "))
             }
             configuration.teacherLoss = kind
-            guard configuration.teacherWeight.isFinite, configuration.teacherWeight >= 0 else {
-                throw UsageError(message: "--teacher-weight must be a number >= 0")
-            }
         }
+        try requireValid { () throws(ConfigurationError) in try configuration.validate() }
         self.configuration = configuration
         name =
             arguments.string("name")

@@ -9,12 +9,7 @@ struct Publish: Command {
     static var options: [OptionSpec] {
         [
             .option("models", "dir", "Models directory, when <bundle> is a bare version number.", default: "models"),
-            .option("min-accuracy", "x", "Refuse below this user_accuracy."),
-            .option(
-                "max-false-accept", "y", "Refuse above this false-accept rate (larger of unknown_far, nonface_far)."),
-            .option(
-                "allow-regression", "z", "Refuse when mean recall on the users both versions know drops by more.",
-                default: String(PublishGate.defaultAllowedRegression)),
+        ] + GateOptions.specs(server: false) + [
             .option(
                 "base-url", "url",
                 "Prefix for the model URL in latest.json (default: relative '<version>/FaceClassifier.mlmodel')."),
@@ -34,17 +29,7 @@ struct Publish: Command {
         }
         self.bundle = bundle
         models = URL(fileURLWithPath: arguments.string("models") ?? "models")
-        let regression: Double = try arguments.value("allow-regression") ?? PublishGate.defaultAllowedRegression
-        gate = PublishGate(
-            minimumUserAccuracy: try arguments.value("min-accuracy"),
-            maximumFalseAcceptRate: try arguments.value("max-false-accept"),
-            allowedRegression: regression)
-        for (name, value) in [
-            ("min-accuracy", gate.minimumUserAccuracy), ("max-false-accept", gate.maximumFalseAcceptRate),
-            ("allow-regression", gate.allowedRegression),
-        ] {
-            if let value, !(0...1).contains(value) { throw UsageError(message: "'--\(name)' must be between 0 and 1") }
-        }
+        gate = try GateOptions.gate(arguments)
         baseURL = arguments.string("base-url")
         try validateBaseURL(baseURL)
         force = arguments.flag("force")

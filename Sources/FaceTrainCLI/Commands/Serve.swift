@@ -24,12 +24,8 @@ struct Serve: Command {
             .option("base", "builtin|none|dir", "Extractor trainings start from (as fit --base).", default: "builtin"),
             .option("max-crops", "n", "Crops one user may have.", default: "200"),
             .option("max-file-mb", "n", "Largest uploaded file, in MB.", default: "8"),
-            .option("min-images", "n", "Fewest crops a user may have for a training to run.", default: "5"),
-            .option("min-accuracy", "x", "Publish gate: refuse below this user_accuracy (as publish --min-accuracy)."),
-            .option("max-false-accept", "y", "Publish gate: refuse above this false-accept rate (as publish)."),
-            .option(
-                "allow-regression", "z", "Publish gate: largest drop of mean recall on the users both versions know.",
-                default: String(PublishGate.defaultAllowedRegression)),
+            DataOptions.minimumImages("Fewest crops a user may have for a training to run."),
+        ] + GateOptions.specs(server: true) + [
             .option(
                 "base-url", "url", "Prefix of the model URL in latest.json (default: served here, /v1/models/...)."),
             .flag("json", "Log one JSON object per request on stdout."),
@@ -67,14 +63,14 @@ struct Serve: Command {
             token = trimmed
         }
         let base = try BaseModel.resolve(try arguments.required("base"))
-        var loadOptions = DataLoadOptions()
-        loadOptions.minimumImages = try arguments.required("min-images")
-        guard loadOptions.minimumImages >= 1 else { throw UsageError(message: "--min-images must be at least 1") }
+        let loadOptions = try DataOptions.loadOptions(arguments)
         let fitConfiguration =
             base.map {
                 FitJob.configuration(
                     FitConfiguration(), base: $0, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
             } ?? FitConfiguration()
+        // Checked here as `fit` checks it, so that a bad base fails at start, not at the first training.
+        try requireValid { () throws(ConfigurationError) in try fitConfiguration.validate() }
         let fitJob = FitJob(
             data: data, models: models, configuration: fitConfiguration, loadOptions: loadOptions, base: base)
         var configuration = ServerConfiguration(data: data, models: models, fitJob: fitJob)
@@ -105,17 +101,7 @@ struct Serve: Command {
         configuration.limits.maximumFileBytes = megabytes << 20
         configuration.limits.maximumUploadBytes = max(configuration.limits.maximumUploadBytes, 4 * (megabytes << 20))
         // The gate of every publish: a training's and POST /v1/models/{version}/publish's.
-        configuration.gate = PublishGate(
-            minimumUserAccuracy: try arguments.value("min-accuracy"),
-            maximumFalseAcceptRate: try arguments.value("max-false-accept"),
-            allowedRegression: try arguments.required("allow-regression"))
-        for (name, value) in [
-            ("min-accuracy", configuration.gate.minimumUserAccuracy),
-            ("max-false-accept", configuration.gate.maximumFalseAcceptRate),
-            ("allow-regression", configuration.gate.allowedRegression),
-        ] {
-            if let value, !(0...1).contains(value) { throw UsageError(message: "'--\(name)' must be between 0 and 1") }
-        }
+        configuration.gate = try GateOptions.gate(arguments)
         configuration.baseURL = arguments.string("base-url")
         try validateBaseURL(configuration.baseURL)
         if let refusal = configuration.refusal() { throw UsageError(message: refusal) }
