@@ -153,6 +153,8 @@ struct ServerRoutes: Sendable {
     private func answer(_ route: Route, _ request: HTTPRequest) -> HTTPResponse {
         do {
             return try respond(route, request)
+        } catch let error as UserStoreError {
+            return ServerResponses.error(ClientError(error).status, error.description)
         } catch let error as ClientError {
             let headers = error.status == 401 ? [("WWW-Authenticate", "Bearer")] : []
             return ServerResponses.error(error.status, error.message, headers: headers)
@@ -307,7 +309,7 @@ struct ServerRoutes: Sendable {
         switch request.method {
         case "GET":
             try authorize(request)
-            guard let user = store.user(id) else { throw UserStore.noSuchUser(id) }
+            guard let user = store.user(id) else { throw UserStoreError.noSuchUser(id: id) }
             return ServerResponses.json(200, ["user": ServerResponses.value(user)])
         case "PATCH":
             try authorize(request)
@@ -362,7 +364,7 @@ struct ServerRoutes: Sendable {
     }
 
     private func photos(_ id: Int, _ request: HTTPRequest) throws -> HTTPResponse {
-        guard store.user(id) != nil else { throw UserStore.noSuchUser(id) }
+        guard store.user(id) != nil else { throw UserStoreError.noSuchUser(id: id) }
         guard request.header("content-type")?.lowercased().hasPrefix("multipart/form-data") == true else {
             throw ClientError(415, "send the crops as multipart/form-data with one 'photos' field per file")
         }
@@ -550,5 +552,28 @@ struct ServerRoutes: Sendable {
         return HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
             body: Data(metrics.exposition(gauges).utf8))
+    }
+}
+
+/// A failure a client can fix: the HTTP status and a message that says what to do.
+public struct ClientError: Error, CustomStringConvertible {
+    public var status: Int
+    public var message: String
+    public var description: String { message }
+
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+}
+
+extension ClientError {
+    /// The status of each refusal of the user store.
+    init(_ error: UserStoreError) {
+        switch error {
+        case .noSuchUser: self.init(404, error.description)
+        case .invalidField: self.init(400, error.description)
+        case .tooManyCrops: self.init(409, error.description)
+        }
     }
 }

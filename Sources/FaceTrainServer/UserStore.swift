@@ -2,15 +2,24 @@ import FaceTrain
 import FaceTrainEngine
 import Foundation
 
-/// A failure a client can fix: the HTTP status and a message that says what to do.
-public struct ClientError: Error, CustomStringConvertible {
-    public var status: Int
-    public var message: String
-    public var description: String { message }
+/// Why the user store refused a change, in the store's own words: it knows nothing of HTTP, and the
+/// routes give each case its status (`ClientError.init(_:)` in ServerRoutes.swift).
+public enum UserStoreError: Error, Equatable, CustomStringConvertible {
+    /// No registered user has this id.
+    case noSuchUser(id: Int)
+    /// A name or position the app cannot show: empty, too long, or with a hidden character.
+    case invalidField(field: String, reason: String)
+    /// The upload would take a user past the crops allowed per user; nothing was stored.
+    case tooManyCrops(id: Int, existing: Int, adding: Int, limit: Int)
 
-    public init(_ status: Int, _ message: String) {
-        self.status = status
-        self.message = message
+    public var description: String {
+        switch self {
+        case .noSuchUser(let id): "there is no user \(id); GET /v1/users lists the registered users"
+        case .invalidField(let field, let reason): "\"\(field)\" \(reason)"
+        case .tooManyCrops(let id, let existing, let adding, let limit):
+            "user \(id) has \(existing) crops and this request adds \(adding); the limit is \(limit) crops per user. "
+                + "Nothing was stored; delete the user or send fewer"
+        }
     }
 }
 
@@ -180,7 +189,7 @@ public final class UserStore: @unchecked Sendable {
     /// Changes a name and/or position (`position` `.some(nil)` clears it).
     public func update(_ id: Int, name: String?, position: String??) throws -> Summary {
         try locked {
-            guard var record = users[id] else { throw Self.noSuchUser(id) }
+            guard var record = users[id] else { throw UserStoreError.noSuchUser(id: id) }
             let previous = record
             if let name { record.name = name }
             if let position { record.position = position }
@@ -204,7 +213,7 @@ public final class UserStore: @unchecked Sendable {
     /// Removes a user's crops and entry from disk, durably.
     public func delete(_ id: Int) throws {
         try locked {
-            guard users[id] != nil else { throw Self.noSuchUser(id) }
+            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
             let folder = root.appendingPathComponent(String(id))
             let trash = root.appendingPathComponent("\(Self.deletedPrefix)\(id)")
             if FileSystem.kind(at: folder) == .directory {
@@ -229,21 +238,21 @@ public final class UserStore: @unchecked Sendable {
         }
     }
 
-    static func noSuchUser(_ id: Int) -> ClientError {
-        ClientError(404, "there is no user \(id); GET /v1/users lists the registered users")
-    }
-
     static func validate(name: String, position: String?) throws {
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty else { throw ClientError(400, "\"name\" is empty; give the person's name") }
+        guard !trimmed.isEmpty else {
+            throw UserStoreError.invalidField(field: "name", reason: "is empty; give the person's name")
+        }
         for (field, text) in [("name", name), ("position", position ?? "")] {
-            guard text.count <= 200 else { throw ClientError(400, "\"\(field)\" is longer than 200 characters") }
+            guard text.count <= 200 else {
+                throw UserStoreError.invalidField(field: field, reason: "is longer than 200 characters")
+            }
             // The same rule as data check: names reach terminals, the report and the app.
             if let scalar = text.unicodeScalars.first(where: \.isHiddenControl) {
-                throw ClientError(
-                    400,
-                    "\"\(field)\" contains the invisible or control character U+"
-                        + String(format: "%04X", scalar.value) + "; remove it")
+                throw UserStoreError.invalidField(
+                    field: field,
+                    reason: "contains the invisible or control character U+" + String(format: "%04X", scalar.value)
+                        + "; remove it")
             }
         }
     }
@@ -274,7 +283,7 @@ public final class UserStore: @unchecked Sendable {
             }
         }
         return try locked {
-            guard users[id] != nil else { throw Self.noSuchUser(id) }
+            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
             var outcomes: [PhotoOutcome] = []
             var toStore: [(index: Int, name: String, data: Data, hash: String)] = []
             var seen = Set<String>()
@@ -301,10 +310,8 @@ public final class UserStore: @unchecked Sendable {
             }
             let existing = crops[id] ?? 0
             if existing + toStore.count > maximumCropsPerUser {
-                throw ClientError(
-                    409,
-                    "user \(id) has \(existing) crops and this request adds \(toStore.count); the limit is "
-                        + "\(maximumCropsPerUser) crops per user. Nothing was stored; delete the user or send fewer")
+                throw UserStoreError.tooManyCrops(
+                    id: id, existing: existing, adding: toStore.count, limit: maximumCropsPerUser)
             }
             guard !toStore.isEmpty else { return outcomes }
             let folder = root.appendingPathComponent(String(id))
