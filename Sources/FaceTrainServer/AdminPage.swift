@@ -15,7 +15,7 @@ struct AdminPage {
         var version: Int
         var createdAt: String?
         var users: Int?
-        var metrics: MetricsSummary?
+        var metrics: MetricsDocument?
         var isPublished: Bool
         var problems: [BundleProblem]
         /// File names of the bundle that can be downloaded here.
@@ -306,40 +306,27 @@ extension ServerRoutes {
         } catch {
             throw ClientError(409, "version \(version) cannot be opened, so it has no report: \(error)")
         }
-        let metricsDocument =
-            (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap {
-                try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
-            } ?? [:]
-        let hashes = Set(((metricsDocument["held_out"] as? [[String: String]]) ?? []).compactMap { $0["sha256"] })
-        guard !hashes.isEmpty else {
+        let evaluation = HeldOutEvaluation(bundle: bundle)
+        let samples: [FaceSample]
+        do {
+            // Held still while it is read, as for a training.
+            samples = try evaluation.heldOutSamples(in: store.root) { folder, options in
+                store.beginReading()
+                defer { store.endReading() }
+                return try FaceDataset.load(from: folder, options: options)
+            }
+        } catch HeldOutEvaluationError.noHeldOutRecord {
             throw ClientError(
                 409, "version \(version)'s metrics.json records no held-out crops, so there is nothing to report on")
-        }
-        let input = bundle.model.definition.input
-        var options = DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels)
-        options.forEvaluation = true
-        options.skipBad = true
-        // Held still while it is read, as for a training.
-        store.beginReading()
-        let dataset: FaceDataset
-        do {
-            defer { store.endReading() }
-            dataset = try FaceDataset.load(from: store.root, options: options)
-        }
-        let samples = dataset.samples.filter { hashes.contains($0.contentHash) }
-        guard samples.count == hashes.count else {
+        } catch HeldOutEvaluationError.heldOutMissing(_, let found, let expected) {
             throw ClientError(
                 409,
-                "\(hashes.count - samples.count) of the \(hashes.count) held-out crops of version \(version) are no "
+                "\(expected - found) of the \(expected) held-out crops of version \(version) are no "
                     + "longer in the data folder (a person was deleted, or crops removed), so its report cannot be "
                     + "made; a version trained since has its own")
         }
-        let names = Dictionary(bundle.manifest.users.map { (String($0.id), $0.name) }) { first, _ in first }
-        let run = try ModelEvaluation.evaluate(
-            bundle.model, on: samples, names: names,
-            targetFalseAcceptRate: metricsDocument["target_far"] as? Double ?? 0.05,
-            threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: true)
-        let page = HTMLReport(bundle: bundle, run: run, samples: samples, metricsDocument: metricsDocument)
+        let run = try evaluation.run(on: samples, withEmbeddings: true)
+        let page = HTMLReport(bundle: bundle, run: run, samples: samples)
         return htmlResponse(200, page.html)
     }
 }

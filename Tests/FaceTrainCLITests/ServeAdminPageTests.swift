@@ -87,6 +87,40 @@ extension ServeCommandTests {
             "\(gone.object)")
     }
 
+    /// The server's report and `facetrain eval --report` are one evaluation of the same held-out
+    /// crops: the same page, figure for figure.
+    @Test func servedReportIsThePageEvalWrites() throws {
+        let (server, scratch) = try Self.adminFixture()
+        defer {
+            server.kill()
+            try? FileManager.default.removeItem(at: scratch)
+        }
+        let bundle = scratch.appendingPathComponent("models/1")
+        // eval suggests its threshold for --target-far; the server for the target the fit recorded.
+        let metrics = try MetricsDocument.decode(Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
+        let target = try #require(metrics.targetFalseAcceptRate)
+        // A held-out crop saved twice in its folder is scored per copy by both (the server once
+        // refused such a report, counting "-1" crops missing).
+        let first = URL(fileURLWithPath: try #require(metrics.heldOut?.first?.path))
+        try FileManager.default.copyItem(
+            at: first, to: first.deletingLastPathComponent().appendingPathComponent("copy-\(first.lastPathComponent)"))
+        let served = try server.curl("GET", "/v1/models/1/report.html")
+        #expect(served.status == 200, "\(String(decoding: served.body, as: UTF8.self))")
+        let written = scratch.appendingPathComponent("eval-report.html")
+        let eval = try CLIRunner.run([
+            "eval", "--model", bundle.path, "--report", written.path, "--target-far", String(target), "--json",
+        ])
+        #expect(eval.status == 0, "\(eval.standardError)")
+        let page = try String(contentsOf: written, encoding: .utf8)
+        #expect(page.contains("facetrain model 1"))
+        #expect(String(decoding: served.body, as: UTF8.self) == page)
+        // And eval's figures are those of the page: the held-out crops the fit recorded and the copy.
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(eval.standardOutput.utf8)) as? [String: Any])
+        let counts = try #require(object["counts"] as? [String: Int])
+        #expect(counts.values.reduce(0, +) == (metrics.heldOut?.count ?? 0) + 1)
+    }
+
     @Test func adminPageShowsTheRunningJob() throws {
         let (synth, data, models) = try Self.folders(users: 5, perUser: 6)
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }

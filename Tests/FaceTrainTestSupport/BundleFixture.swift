@@ -78,7 +78,7 @@ public enum BundleFixture {
         let staging = try BundleStaging(modelsDirectory: models)
         let model = model(users: ids, seed: seed)
         try staging.writeWeights(model)
-        let summary = try metrics.map { try MetricsSummary.decode($0) }
+        let summary = try metrics.map { try MetricsDocument.decode($0) }
         if let metrics { try staging.write(metrics, named: "metrics.json") }
         let manifest = Manifest(
             version: staging.version, definition: model.definition, users: users(ids),

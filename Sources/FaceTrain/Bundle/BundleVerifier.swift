@@ -8,7 +8,7 @@ public struct BundleVerification: Sendable {
     public var manifest: Manifest?
     /// Read from weights.h5 when its checksum and shapes were right.
     public var weights: [LayerWeights]?
-    public var metrics: MetricsSummary?
+    public var metrics: MetricsDocument?
     public var isValid: Bool { problems.isEmpty }
 }
 
@@ -146,8 +146,16 @@ public enum BundleVerifier {
         }
         if intact(metricsName) {
             do {
-                result.metrics = try MetricsSummary.decode(
+                let metrics = try MetricsDocument.decode(
                     Data(contentsOf: directory.appendingPathComponent(metricsName)))
+                result.metrics = metrics
+                // A newer layout may have moved a number this code would then read as missing.
+                if let format = metrics.formatVersion, format > MetricsDocument.currentFormatVersion {
+                    problem(
+                        metricsName,
+                        "has format version \(format), newer than this facetrain understands "
+                            + "(\(MetricsDocument.currentFormatVersion)); HINT: upgrade facetrain")
+                }
             } catch {
                 problem(metricsName, "is not valid metrics JSON: \(error)")
             }

@@ -101,7 +101,7 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var dataFingerprint: String
     /// BLAS library, version and kernel (`BLASRuntime.summary`).
     public var blas: String
-    /// Headline numbers from metrics.json (`MetricsSummary.keyNumbers`).
+    /// Headline numbers from metrics.json (`MetricsDocument.keyNumbers`).
     public var metrics: [String: Double]
     /// Minimum confidence at which the app should accept a user prediction (set by eval).
     public var acceptThreshold: Double?
@@ -117,7 +117,7 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// A manifest for `definition`, whose class labels must be "1", "2", then the users' ids.
     public init(
         version: Int, definition: ModelDefinition, users: [UserEntry], training: [String: JSONValue], seed: UInt64,
-        dataFingerprint: String, gitCommit: String?, metrics: MetricsSummary? = nil, acceptThreshold: Double? = nil,
+        dataFingerprint: String, gitCommit: String?, metrics: MetricsDocument? = nil, acceptThreshold: Double? = nil,
         parentVersion: Int? = nil, createdAt: Date = Date(), blas: String = BLASRuntime.summary
     ) {
         let usersByLabel = Dictionary(users.map { (String($0.id), $0) }, uniquingKeysWith: { first, _ in first })

@@ -10,7 +10,7 @@ public struct ModelBundle: Sendable {
     public let manifest: Manifest
     public let model: TrainedModel
     /// Nil when the bundle has no metrics.json.
-    public let metrics: MetricsSummary?
+    public let metrics: MetricsDocument?
 
     public var version: Int { manifest.version }
 

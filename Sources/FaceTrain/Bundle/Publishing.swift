@@ -54,7 +54,7 @@ public struct PublishGate: Sendable, Equatable {
 
     /// Why `candidate` must not replace the published version (empty: it may), and remarks
     /// about checks that could not run.
-    public func evaluate(candidate: MetricsSummary?, baseline: MetricsSummary?, baselineVersion: Int?)
+    public func evaluate(candidate: MetricsDocument?, baseline: MetricsDocument?, baselineVersion: Int?)
         -> (refusals: [String], notes: [String])
     {
         var refusals: [String] = []
@@ -100,7 +100,9 @@ public struct PublishGate: Sendable, Equatable {
     }
 
     /// Recalls of the user labels both metrics know: label -> (candidate, baseline).
-    private func commonRecalls(_ candidate: MetricsSummary, _ baseline: MetricsSummary) -> [(String, Double, Double)] {
+    private func commonRecalls(_ candidate: MetricsDocument, _ baseline: MetricsDocument)
+        -> [(String, Double, Double)]
+    {
         let new = candidate.perUser ?? [:]
         let old = baseline.perUser ?? [:]
         return new.keys.sorted().compactMap { label in
@@ -109,7 +111,7 @@ public struct PublishGate: Sendable, Equatable {
         }
     }
 
-    private func regression(candidate: MetricsSummary, baseline: MetricsSummary, baselineVersion: Int) -> String? {
+    private func regression(candidate: MetricsDocument, baseline: MetricsDocument, baselineVersion: Int) -> String? {
         let common = commonRecalls(candidate, baseline)
         guard !common.isEmpty else { return nil }
         let newMean = common.map(\.1).reduce(0, +) / Double(common.count)
@@ -202,7 +204,7 @@ extension ModelRepository {
                         ], forceable: false)
                 }
             }
-            var baselineMetrics: MetricsSummary?
+            var baselineMetrics: MetricsDocument?
             if let current {
                 do {
                     baselineMetrics = try ModelBundle.open(bundleURL(version: current.version)).metrics

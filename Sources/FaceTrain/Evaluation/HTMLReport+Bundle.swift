@@ -3,14 +3,11 @@ import Foundation
 
 extension HTMLReport {
     /// The report of `bundle` for an evaluation `run` over `samples`: the training curves and
-    /// calibration from its metrics.json (`metricsDocument`), the embedding map, and thumbnails of
-    /// the first 200 misclassified crops. `facetrain eval --report` and the server's
-    /// `/v1/models/{version}/report.html` both make it here.
-    public init(bundle: ModelBundle, run: EvaluationRun, samples: [FaceSample], metricsDocument: [String: Any]) {
-        let epochs =
-            (metricsDocument["history"].flatMap { try? JSONSerialization.data(withJSONObject: $0) }).flatMap {
-                try? JSONDecoder().decode([EpochRecord].self, from: $0)
-            } ?? []
+    /// calibration from its metrics.json, the embedding map, and thumbnails of the first 200
+    /// misclassified crops. `facetrain eval --report` and the server's
+    /// `/v1/models/{version}/report.html` both make it here (through `HeldOutEvaluation`).
+    public init(bundle: ModelBundle, run: EvaluationRun, samples: [FaceSample]) {
+        let epochs = bundle.metrics?.history ?? []
         var points: [EmbeddingPoint] = []
         var explained: [Float] = []
         if let dimension = run.embeddings.first?.count, dimension >= 2,
@@ -32,9 +29,7 @@ extension HTMLReport {
         self.init(
             title: "facetrain model \(bundle.version)", history: epochs, metrics: run.metrics, sweep: run.sweep,
             embeddings: points, explainedVariance: explained, thumbnails: thumbnails)
-        if let sources = metricsDocument["calibration"] as? [String: Double],
-            let target = metricsDocument["target_far"] as? Double
-        {
+        if let sources = bundle.metrics?.calibration, let target = bundle.metrics?.targetFalseAcceptRate {
             calibration = (target, sources)
         }
     }

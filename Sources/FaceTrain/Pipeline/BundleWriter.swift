@@ -3,20 +3,6 @@ import Foundation
 /// Turns a finished fit and its evaluation into a published bundle version: weights, metrics,
 /// both exports and the manifest, staged and made visible with one rename.
 public enum BundleWriter {
-    /// Metrics file content: the evaluation metrics plus what `eval` needs later (the held-out
-    /// crops by hash, the sweep, the training curves).
-    static func metricsDocument(run: EvaluationRun, fit: FitResult, targetFalseAcceptRate: Double) throws -> Data {
-        var object = try JSONSerialization.jsonObject(with: JSONText.data(run.metrics)) as? [String: Any] ?? [:]
-        object["chosen_threshold"] = run.chosenThreshold
-        object["target_far"] = targetFalseAcceptRate
-        object["threshold_sweep"] = try JSONSerialization.jsonObject(with: JSONText.data(run.sweep))
-        object["history"] = try JSONSerialization.jsonObject(with: JSONText.data(fit.history))
-        object["best_epoch"] = fit.bestEpoch
-        object["held_out"] = fit.heldOut.map { ["path": $0.path, "sha256": $0.contentHash, "label": String($0.label)] }
-        return try JSONSerialization.data(
-            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-    }
-
     /// Writes the bundle into `modelsDirectory` and returns its directory; nothing becomes
     /// visible unless every file was written.
     public static func write(
@@ -26,9 +12,9 @@ public enum BundleWriter {
         try FileManager.default.createDirectory(at: modelsDirectory, withIntermediateDirectories: true)
         let staging = try BundleStaging(modelsDirectory: modelsDirectory)
         do {
-            let metricsData = try metricsDocument(
+            // What `eval` needs later besides the numbers: the held-out crops, the sweep, the curves.
+            let metrics = MetricsDocument(
                 run: run, fit: fit, targetFalseAcceptRate: configuration.targetFalseAcceptRate)
-            let summary = try JSONDecoder().decode(MetricsSummary.self, from: metricsData)
             var training = try JSONDecoder().decode([String: JSONValue].self, from: JSONText.data(configuration))
             training["data"] = .string(dataset.root.standardizedFileURL.path)
             training["best_epoch"] = .integer(fit.bestEpoch)
@@ -41,9 +27,9 @@ public enum BundleWriter {
                 users: dataset.users,
                 training: training, seed: configuration.seed, dataFingerprint: fingerprint,
                 gitCommit: ProcessInfo.processInfo.environment["FACETRAIN_GIT_COMMIT"] ?? gitCommit(),
-                metrics: summary, acceptThreshold: threshold, parentVersion: parentVersion)
+                metrics: metrics, acceptThreshold: threshold, parentVersion: parentVersion)
             try staging.writeWeights(fit.model)
-            try staging.write(metricsData, named: "metrics.json")
+            try staging.write(metrics.encoded(), named: BundleVerifier.metricsName)
             for format in BundleExport.Format.allCases {
                 try staging.write(
                     BundleExport.encode(fit.model, manifest: manifest, format: format), named: format.bundleFileName)

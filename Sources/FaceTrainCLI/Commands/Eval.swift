@@ -52,41 +52,29 @@ struct Eval: Command {
         // Both outputs are checked before scoring, so a bad one leaves neither behind.
         for output in [predictions, report].compactMap({ $0 }) { try DurableFile.checkTarget(output) }
         let bundle = try ModelBundle.open(ModelRepository.locateBundle(model, modelsDirectory: models))
-        let input = bundle.model.definition.input
-        var options = DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels)
-        options.forEvaluation = true
-        options.skipBad = true
+        let evaluation = HeldOutEvaluation(bundle: bundle)
         let samples: [FaceSample]
         var notScored: [DataWarning] = []
-        let metricsDocument =
-            (try? Data(contentsOf: bundle.url(of: "metrics.json"))).flatMap {
-                try? JSONSerialization.jsonObject(with: $0) as? [String: Any]
-            } ?? [:]
         if let data {
-            let dataset = try FaceDataset.load(from: data, options: options)
+            let dataset = try FaceDataset.load(from: data, options: evaluation.loadOptions)
             // Unreadable crops are left out of the scores, never silently.
             notScored = dataset.report.warnings.filter { $0.kind == "skipped_image" }
             for warning in notScored { printError("warning: \(warning) (not scored)") }
             samples = dataset.samples
         } else {
-            guard case .string(let folder)? = bundle.manifest.training["data"],
-                let heldOut = metricsDocument["held_out"] as? [[String: String]]
-            else { throw EvalError.noHeldOutRecord(bundle: bundle.directory.path) }
-            let hashes = Set(heldOut.compactMap { $0["sha256"] })
-            let dataset = try FaceDataset.load(from: URL(fileURLWithPath: folder), options: options)
-            samples = dataset.samples.filter { hashes.contains($0.contentHash) }
-            if samples.count < hashes.count {
-                throw EvalError.heldOutMissing(folder: folder, found: samples.count, expected: hashes.count)
+            do {
+                samples = try evaluation.heldOutSamples()
+            } catch let reason as HeldOutEvaluationError {
+                throw EvalError.heldOut(reason)
             }
         }
         guard !samples.isEmpty else { throw EvalError.nothingToScore }
-        let names = Dictionary(uniqueKeysWithValues: bundle.manifest.users.map { (String($0.id), $0.name) })
-        let run = try ModelEvaluation.evaluate(
-            bundle.model, on: samples, names: names, targetFalseAcceptRate: targetFalseAcceptRate,
-            threshold: bundle.manifest.acceptThreshold ?? 0, withEmbeddings: report != nil)
+        let run = try evaluation.run(
+            on: samples, targetFalseAcceptRate: targetFalseAcceptRate, withEmbeddings: report != nil)
+        let calibration = bundle.metrics?.calibration
         if let predictions { try writePredictions(run, labels: bundle.model.definition.classLabels, to: predictions) }
         if let report {
-            try writeReport(run, samples: samples, bundle: bundle, metrics: metricsDocument, to: report)
+            try DurableFile.write(Data(HTMLReport(bundle: bundle, run: run, samples: samples).html.utf8), to: report)
         }
         if json {
             var object = try JSONSerialization.jsonObject(with: JSONText.data(run.metrics)) as? [String: Any] ?? [:]
@@ -95,10 +83,10 @@ struct Eval: Command {
             object["threshold_sweep"] = try JSONSerialization.jsonObject(with: JSONText.data(run.sweep))
             object["model"] = bundle.directory.path
             object["not_scored"] = notScored.map { ["path": $0.path, "reason": $0.message] }
-            if let sources = metricsDocument["calibration"] as? [String: Double] {
+            if let sources = calibration {
                 // What the threshold was calibrated on at fit time, next to what these crops deliver.
                 object["calibration"] = [
-                    "target_far": metricsDocument["target_far"] as Any, "sources": sources,
+                    "target_far": bundle.metrics?.targetFalseAcceptRate ?? NSNull(), "sources": sources,
                     "delivered_unknown_far": run.metrics.unknownFalseAcceptRate,
                 ]
             }
@@ -109,8 +97,8 @@ struct Eval: Command {
                     as: UTF8.self))
         } else {
             printTable(run, bundle: bundle)
-            if let sources = metricsDocument["calibration"] as? [String: Double] {
-                let target = (metricsDocument["target_far"] as? Double).map { String(format: "%.3f", $0) } ?? "?"
+            if let sources = calibration {
+                let target = bundle.metrics?.targetFalseAcceptRate.map { String(format: "%.3f", $0) } ?? "?"
                 print("")
                 print(
                     "calibration at fit time (target unknown_far \(target)): "
@@ -179,28 +167,21 @@ struct Eval: Command {
         }
         try DurableFile.write(Data(text.utf8), to: url)
     }
-
-    private func writeReport(
-        _ run: EvaluationRun, samples: [FaceSample], bundle: ModelBundle, metrics: [String: Any], to url: URL
-    ) throws {
-        let page = HTMLReport(bundle: bundle, run: run, samples: samples, metricsDocument: metrics)
-        try DurableFile.write(Data(page.html.utf8), to: url)
-    }
 }
 
 /// Why `eval` has nothing to score.
 enum EvalError: Error, CustomStringConvertible {
-    case noHeldOutRecord(bundle: String)
-    case heldOutMissing(folder: String, found: Int, expected: Int)
+    /// The bundle's own held-out crops cannot be scored; `--data` can score others.
+    case heldOut(HeldOutEvaluationError)
     case nothingToScore
 
     var description: String {
         switch self {
-        case .noHeldOutRecord(let bundle):
-            "\(bundle) records no held-out crops. HINT: pass --data DIR to score a folder of crops."
-        case .heldOutMissing(let folder, let found, let expected):
-            "only \(found) of the bundle's \(expected) held-out crops are still in \(folder). "
-                + "HINT: pass --data DIR to score another folder."
+        case .heldOut(let reason):
+            switch reason {
+            case .noHeldOutRecord: "\(reason). HINT: pass --data DIR to score a folder of crops."
+            case .heldOutMissing: "\(reason). HINT: pass --data DIR to score another folder."
+            }
         case .nothingToScore:
             "no crops to score. HINT: --data must hold one folder of images per class."
         }

@@ -13,7 +13,7 @@ struct ManifestTests {
             version: 3, definition: model.definition, users: BundleFixture.users([17, 23]),
             training: ["epochs": 30, "learningRate": 0.01, "augment": true, "schedule": ["cosine", 5]], seed: 1234,
             dataFingerprint: "sha256:abc", gitCommit: nil,
-            metrics: MetricsSummary(userAccuracy: 0.9, unknownFalseAcceptRate: 0.03), acceptThreshold: 0.6,
+            metrics: MetricsDocument(userAccuracy: 0.9, unknownFalseAcceptRate: 0.03), acceptThreshold: 0.6,
             parentVersion: 2, createdAt: Date(timeIntervalSince1970: 1_700_000_000), blas: "OpenBLAS 0.3.21 (test)")
     }
 
@@ -66,8 +66,8 @@ struct ManifestTests {
         #expect(try manifest.contentSHA256 != hash)
     }
 
-    @Test func metricsSummaryReadsEvalKeysAndIgnoresOthers() throws {
-        let metrics = try MetricsSummary.decode(
+    @Test func metricsDocumentReadsEvalKeysAndIgnoresOthers() throws {
+        let metrics = try MetricsDocument.decode(
             BundleFixture.metrics(
                 userAccuracy: 0.8, unknownFAR: 0.04, nonfaceFAR: 0.07, recalls: ["17": 0.9, "23": 0.7]))
         #expect(metrics.userAccuracy == 0.8)
@@ -76,6 +76,6 @@ struct ManifestTests {
         #expect(metrics.perUser?["23"]?.support == 10)
         #expect(metrics.keyNumbers["nonface_far"] == 0.07)
         #expect(metrics.keyNumbers["overall_accuracy"] == 0.93)
-        #expect(try MetricsSummary.decode(Data("{}".utf8)) == MetricsSummary())
+        #expect(try MetricsDocument.decode(Data("{}".utf8)) == MetricsDocument())
     }
 }
