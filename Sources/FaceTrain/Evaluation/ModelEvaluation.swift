@@ -45,7 +45,7 @@ public enum ModelEvaluation {
         }
         var embeddings =
             withEmbeddings ? try Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
-        if model.definition.layers.contains(where: { $0.kind == "l2normalize" }) {
+        if model.definition.layers.contains(where: { $0.kind == .l2Normalize }) {
             embeddings = embeddings.map(unitLength)
         }
         return EvaluationRun(

@@ -71,7 +71,7 @@ public final class BaseFitSession {
         try BaseModel.checkExtractor(base)
         (training, heldOut) = try FitSession.split(dataset, holdout: configuration.holdout)
         var definition = try base.classifier(labels: dataset.labels.map(String.init))
-        if let index = definition.layers.firstIndex(where: { $0.kind == "l2normalize" }) {
+        if let index = definition.layers.firstIndex(where: { $0.kind == .l2Normalize }) {
             definition.layers[index] = .l2Normalize(scale: Self.scale)
         }
         // The base's trunk with this head is what gets exported: check it before training the head.

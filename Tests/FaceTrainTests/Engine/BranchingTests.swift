@@ -192,7 +192,7 @@ import Testing
         var network = try Network(definition: Self.residualDefinition(), seed: seed)
         var noiseSeed = seed * 100
         network.updateParameters { key, parameter in
-            guard key.contains("batchnorm2d"), parameter.isTrainable else { return }
+            guard key.contains(LayerKindName.batchNorm2D.rawValue), parameter.isTrainable else { return }
             noiseSeed += 1
             let noise = TestData.normal(parameter.value.shape, seed: noiseSeed, standardDeviation: 0.3)
             parameter.value.scalars = zip(parameter.value.scalars, noise.scalars).map(+)
@@ -255,7 +255,7 @@ import Testing
         for (index, (fused, plain)) in zip(network.layers, layers).enumerated() {
             for (a, b) in zip(fused.parameters, plain.parameters) where a.isTrainable {
                 if a.name == "bias", index + 1 < definition.layers.count,
-                    definition.layers[index + 1].kind == "batchnorm2d"
+                    definition.layers[index + 1].kind == .batchNorm2D
                 {
                     // Cancelled by the batch norm: zero up to rounding in both.
                     #expect(a.gradient.scalars.allSatisfy { abs($0) < 1e-5 })

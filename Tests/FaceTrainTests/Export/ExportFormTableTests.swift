@@ -11,7 +11,7 @@ struct ExportFormTableTests {
     @Test func everyKindIsInTheTable() {
         let table = ExportFormTable.entries
         for layer in LayerSpecification.everyKind {
-            let entries = table[layer.kind]
+            let entries = table[layer.kind.rawValue]
             #expect(entries != nil, "\(layer.kind) is missing from the table")
             #expect((entries ?? []).isEmpty == layer.layerKind.isIdentityAtInference, "\(layer.kind)")
         }
