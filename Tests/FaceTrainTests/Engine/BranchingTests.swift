@@ -372,13 +372,16 @@ import Testing
     }
 
     @Test func bundleManifestsRecordTheFormatTheyNeed() {
+        // A manifest lists classes: "1", "2" and a user's id.
+        var tiny = TestData.tinyDefinition()
+        tiny.classLabels = ["1", "2", "3"]
+        var residual = Self.residualDefinition()
+        residual.classLabels = tiny.classLabels
         let plain = Manifest(
-            version: 1, definition: TestData.tinyDefinition(), users: [], training: [:], seed: 1, dataFingerprint: "",
-            gitCommit: nil)
+            version: 1, definition: tiny, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
         #expect(plain.formatVersion == 1)
         let branching = Manifest(
-            version: 1, definition: Self.residualDefinition(), users: [], training: [:], seed: 1, dataFingerprint: "",
-            gitCommit: nil)
+            version: 1, definition: residual, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
         #expect(branching.formatVersion == 2)
         #expect(branching.architecture[6].summary.hasSuffix(", depthwise"))
         #expect(branching.architecture[9].summary.hasSuffix(", 2 groups"))

@@ -158,6 +158,7 @@ struct DefinitionValidationTests {
         #expect(String(decoding: croppedJSON, as: UTF8.self).contains("\"crop\":3"))
         #expect(try JSONDecoder().decode(InputSpecification.self, from: croppedJSON) == cropped.input)
         #expect(try cropped.layerOutputShapes() == plain.layerOutputShapes())
+        cropped.classLabels = ["1", "2", "3"]  // a manifest's classes: "1", "2" and a user's id
         let manifest = Manifest(
             version: 1, definition: cropped, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
         #expect(manifest.formatVersion == 2)
