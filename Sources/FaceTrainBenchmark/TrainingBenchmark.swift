@@ -220,7 +220,7 @@ public struct FLOPCount: Sendable, Equatable {
         let perLayer = definition.layers.indices.map {
             definition.layers[$0].layerKind.forwardFLOPs(inputShape: inputs[$0], outputShape: outputs[$0])
         }
-        let first = definition.layers.first?.kind == "conv2d" ? perLayer[0] : 0
+        let first = definition.layers.first?.kind == .conv2D ? perLayer[0] : 0
         forwardPerImage = perLayer.reduce(0, +)
         trainingPerImage = 3 * forwardPerImage - first
     }

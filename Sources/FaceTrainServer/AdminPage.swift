@@ -36,22 +36,6 @@ struct AdminPage {
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; "
         + "base-uri 'none'"
 
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.count)
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
-    }
-
     static let style = """
         body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
         h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
@@ -74,7 +58,7 @@ struct AdminPage {
             \(active ? "<meta http-equiv=\"refresh\" content=\"5\">\n" : "")<title>facetrain serve</title>
             <style>\(Self.style)</style></head><body>
             <h1>facetrain serve</h1>
-            <p class="muted">facetrain \(Self.escape(FaceTrainVersion.string)) · published version: \
+            <p class="muted">facetrain \(HTMLText.escape(FaceTrainVersion.string)) · published version: \
             <span id="published-version">\(publishedVersion.map(String.init) ?? "none")</span> · \
             <a href="/metrics">metrics</a> · <a href="/healthz">health</a></p>
             \(canLogOut ? "<form method=\"post\" action=\"/logout\"><button type=\"submit\">Log out</button></form>\n" : "")
@@ -95,7 +79,7 @@ struct AdminPage {
             let epoch =
                 running.epoch.map { epoch in " · epoch \(epoch)" + (running.epochs.map { " of \($0)" } ?? "") } ?? ""
             text += """
-                <p id="running-job">Job \(running.job): \(Self.escape(running.step ?? "running"))\(epoch)<br>
+                <p id="running-job">Job \(running.job): \(HTMLText.escape(running.step ?? "running"))\(epoch)<br>
                 <span class="bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="\(percent)">\
                 <span class="fill" style="width:\(percent)%"></span></span> \(percent)%</p>
 
@@ -109,11 +93,12 @@ struct AdminPage {
             "<table id=\"jobs\"><tr><th>job</th><th>state</th><th>version</th><th>created</th><th>finished</th>"
             + "<th>note</th></tr>\n"
         for job in recent {
-            let note = job.error.map { "<span class=\"error\">\(Self.escape($0))</span>" } ?? ""
+            let note = job.error.map { "<span class=\"error\">\(HTMLText.escape($0))</span>" } ?? ""
             text +=
                 "<tr><td class=\"number\">\(job.job)</td><td>\(job.state.rawValue)</td>"
                 + "<td class=\"number\">\(job.version.map(String.init) ?? "")</td>"
-                + "<td>\(Self.escape(job.createdAt))</td><td>\(Self.escape(job.finishedAt ?? ""))</td><td>\(note)</td></tr>\n"
+                + "<td>\(HTMLText.escape(job.createdAt))</td><td>\(HTMLText.escape(job.finishedAt ?? ""))</td>"
+                + "<td>\(note)</td></tr>\n"
         }
         return text + "</table>\n"
     }
@@ -126,12 +111,12 @@ struct AdminPage {
         text += "<table id=\"users\"><tr><th></th><th>id</th><th>name</th><th>position</th><th>crops</th></tr>\n"
         for row in users {
             let picture =
-                row.thumbnail.map { "<img class=\"thumbnail\" alt=\"\" src=\"\(Self.escape($0))\">" }
+                row.thumbnail.map { "<img class=\"thumbnail\" alt=\"\" src=\"\(HTMLText.escape($0))\">" }
                 ?? "<span class=\"muted\">no crop</span>"
             text +=
                 "<tr class=\"user\"><td>\(picture)</td><td class=\"number\">\(row.user.id)</td>"
-                + "<td class=\"name\">\(Self.escape(row.user.name))</td>"
-                + "<td>\(Self.escape(row.user.position ?? ""))</td>"
+                + "<td class=\"name\">\(HTMLText.escape(row.user.name))</td>"
+                + "<td>\(HTMLText.escape(row.user.position ?? ""))</td>"
                 + "<td class=\"number\">\(row.user.crops)</td></tr>\n"
         }
         return text + "</table>\n"
@@ -148,7 +133,7 @@ struct AdminPage {
         func number(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "" }
         for row in versions.reversed() {
             let links = row.files.map {
-                "<a href=\"/v1/models/\(row.version)/\(Self.escape($0))\">\(Self.escape($0))</a>"
+                "<a href=\"/v1/models/\(row.version)/\(HTMLText.escape($0))\">\(HTMLText.escape($0))</a>"
             }
             .joined(separator: " ")
             let status =
@@ -156,11 +141,11 @@ struct AdminPage {
                 ? "<span class=\"badge\">published</span>"
                 : row.problems.isEmpty
                     ? ""
-                    : "<span class=\"error\">" + Self.escape(row.problems.map(\.description).joined(separator: "; "))
-                        + "</span>"
+                    : "<span class=\"error\">"
+                        + HTMLText.escape(row.problems.map(\.description).joined(separator: "; ")) + "</span>"
             text +=
                 "<tr class=\"version\(row.isPublished ? " published" : "")\" id=\"version-\(row.version)\">"
-                + "<td class=\"number\">\(row.version)</td><td>\(Self.escape(row.createdAt ?? ""))</td>"
+                + "<td class=\"number\">\(row.version)</td><td>\(HTMLText.escape(row.createdAt ?? ""))</td>"
                 + "<td class=\"number\">\(row.users.map(String.init) ?? "")</td>"
                 + "<td class=\"number\">\(number(row.metrics?.userAccuracy))</td>"
                 + "<td class=\"number\">\(number(row.metrics?.unknownFalseAcceptRate))</td>"
@@ -182,7 +167,7 @@ struct AdminPage {
         <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: log in</title>
         <style>\(style)</style></head><body>
         <h1>facetrain serve</h1>
-        \(message.map { "<p class=\"error\" id=\"login-error\">\(escape($0))</p>\n" } ?? "")\
+        \(message.map { "<p class=\"error\" id=\"login-error\">\(HTMLText.escape($0))</p>\n" } ?? "")\
         <form method="post" action="/login" id="login">
         <input type="text" name="username" value="admin" autocomplete="username" hidden>
         <label>Token (the server's --token-file): <input type="password" name="token" autocomplete="current-password" required></label>

@@ -70,7 +70,7 @@ public final class UserStore: @unchecked Sendable {
         let usersURL = root.appendingPathComponent(Self.usersName)
         if FileSystem.kind(at: usersURL) != .missing {
             for raw in try UserMetadataReader.readList(at: usersURL) {
-                guard let id = raw.id, id > NegativeClass.unknownPerson else {
+                guard let id = raw.id, ClassLabel.isUser(id: id) else {
                     throw DataProblem.invalidMetadata(path: raw.source, reason: "has no id of 3 or more")
                 }
                 records[id] = UserRecord(id: id, name: raw.name ?? "user \(id)", position: raw.position)
@@ -103,7 +103,7 @@ public final class UserStore: @unchecked Sendable {
                 count += 1
             }
             crops[label] = count
-            if label > NegativeClass.unknownPerson, records[label] == nil {
+            if ClassLabel.isUser(id: label), records[label] == nil {
                 let single = url.appendingPathComponent("user.json")
                 let raw = FileSystem.kind(at: single) == .regular ? try? UserMetadataReader.readSingle(at: single) : nil
                 records[label] = UserRecord(id: label, name: raw?.name ?? "user \(label)", position: raw?.position)
@@ -293,9 +293,11 @@ public final class UserStore: @unchecked Sendable {
                     outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "rejected", reason: reason))
                 } else if let owner = owners[entry.hash], owner != id {
                     let whom =
-                        owner == NegativeClass.notAFace
-                        ? "class 1 (not a face)"
-                        : owner == NegativeClass.unknownPerson ? "class 2 (unknown people)" : "user \(owner)"
+                        switch ClassLabel(id: owner) {
+                        case .notAFace: "class 1 (not a face)"
+                        case .unknownPerson: "class 2 (unknown people)"
+                        case .user, nil: "user \(owner)"
+                        }
                     outcomes.append(
                         PhotoOutcome(
                             file: entry.file.fileName, result: "rejected",

@@ -129,8 +129,8 @@ struct ExportAndPredictTests {
         #expect(!json.standardError.contains("Fatal error"))
         let lines = json.standardOutput.split(separator: "\n").map(String.init)
         #expect(lines.count == images.count)
-        let labels = manifest.classes.map(\.label)
-        let names = Dictionary(uniqueKeysWithValues: manifest.classes.map { ($0.label, $0.name) })
+        let labels = manifest.classes.map(\.label.description)
+        let names = Dictionary(uniqueKeysWithValues: manifest.classes.map { ($0.label.description, $0.name) })
         #expect(names["1"] == "not a face" && names["2"] == "unknown person" && names["17"] == "User 17")
 
         // The same model in Swift, on the same files: the probabilities predict printed.
@@ -221,7 +221,7 @@ struct ExportAndPredictTests {
         try #require(fit.status == 0, "\(fit.standardError)")
         let bundle = models.appendingPathComponent("1")
         let manifest = try Manifest.decode(Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
-        let labels = manifest.classes.map(\.label)
+        let labels = manifest.classes.map(\.label.description)
         #expect(labels == ["1", "2"] + (3...10).map(String.init))
 
         // The bundle's own exports are what `export` writes.

@@ -24,7 +24,7 @@ import Testing
         let manifest = try Manifest.decode(manifestData)
         #expect(manifest.formatVersion == 1)
         #expect(try manifest.encoded() == manifestData)
-        #expect(!manifest.definition.layers.contains { $0.kind == "add" || $0.kind == "prelu" })
+        #expect(!manifest.definition.layers.contains { $0.kind == .add || $0.kind == .prelu })
 
         for (format, file) in [("onnx", "model.onnx"), ("coreml", "FaceClassifier.mlmodel")] {
             let out = root.appendingPathComponent("again-\(file)")

@@ -508,7 +508,7 @@ struct PretrainCommandTests {
         #expect(loaded.manifest.name == "corpus-mobile-face-8", "\(loaded.manifest.name)")
         #expect(loaded.manifest.architecture == "mobile-face" && loaded.manifest.recipe.architecture == "mobile-face")
         #expect(loaded.manifest.recipe.augmentation.greyscaleShare == 0.5)
-        #expect(loaded.extractor.definition.layers.contains { $0.kind == "add" })
+        #expect(loaded.extractor.definition.layers.contains { $0.kind == .add })
         #expect(loaded.extractor.definition == ModelDefinition.extractor(architecture: "mobile-face", inputSize: 32, width: 8))
 
         let models = root.appendingPathComponent("models")

@@ -163,7 +163,7 @@ public enum BundleVerifier {
         let contentHash = try? manifest.contentSHA256
         for path in listed.keys.sorted() where intact(path) && (path.hasSuffix(".mlmodel") || path.hasSuffix(".onnx")) {
             checkExport(
-                path, directory: directory, labels: manifest.classes.map(\.label), contentHash: contentHash,
+                path, directory: directory, labels: manifest.classes.map(\.label.description), contentHash: contentHash,
                 problem: problem)
         }
         return result
@@ -270,11 +270,17 @@ public enum BundleVerifier {
         } else if let expected, expected != manifest.version {
             problem(manifestName, "says version \(manifest.version) but the bundle is version \(expected)")
         }
-        let labels = manifest.classes.map(\.label)
+        let labels = manifest.classes.map(\.label.description)
         if Set(labels).count != labels.count { problem(manifestName, "lists a class label twice: \(labels)") }
         let users = Dictionary(manifest.users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        for entry in manifest.classes where entry.kind == "user" {
-            guard let id = entry.id, String(id) == entry.label else {
+        for entry in manifest.classes {
+            if entry.kind != entry.label.kindName {
+                problem(
+                    manifestName,
+                    "class '\(entry.label)' is of kind '\(entry.kind)'; classes 1 and 2 are negative, all others users")
+            }
+            guard case .user(let id) = entry.label else { continue }
+            guard entry.id == id else {
                 problem(manifestName, "user class '\(entry.label)' does not carry its id as its label")
                 continue
             }

@@ -18,29 +18,34 @@ public struct Manifest: Codable, Sendable, Equatable {
 
     /// One output of the classifier, in output order.
     public struct ClassEntry: Codable, Sendable, Equatable {
-        /// "negative" (labels "1" and "2") or "user".
+        /// "negative" (labels "1" and "2") or "user" (`ClassLabel.kindName`), kept as read.
         public var kind: String
-        /// The string the model outputs: "1", "2" or the user id.
-        public var label: String
+        /// What the model outputs, written as "1", "2" or the user id.
+        public var label: ClassLabel
         /// The user id, for user classes.
         public var id: Int?
         public var name: String
 
-        public init(label: String, kind: String, id: Int?, name: String) {
+        /// The entry of `label`: its kind, and its id when it is a user.
+        public init(label: ClassLabel, name: String) {
             self.label = label
-            self.kind = kind
-            self.id = id
+            self.kind = label.kindName
+            self.id = label.isUser ? label.id : nil
             self.name = name
         }
 
         /// Reserved class "1": the crop is not a face.
-        public static let notAFace = ClassEntry(label: "1", kind: "negative", id: nil, name: "not a face")
+        public static let notAFace = negative(.notAFace)
         /// Reserved class "2": a face of someone not enrolled.
-        public static let unknownPerson = ClassEntry(label: "2", kind: "negative", id: nil, name: "unknown person")
+        public static let unknownPerson = negative(.unknownPerson)
+
+        private static func negative(_ label: ClassLabel) -> ClassEntry {
+            ClassEntry(label: label, name: label.negativeName ?? "")
+        }
 
         /// A user's class; its label is the id as a string.
         public static func user(_ user: UserEntry) -> ClassEntry {
-            ClassEntry(label: String(user.id), kind: "user", id: user.id, name: user.name)
+            ClassEntry(label: .user(user.id), name: user.name)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -114,25 +119,25 @@ public struct Manifest: Codable, Sendable, Equatable {
         case training, seed, dataFingerprint, blas, metrics, acceptThreshold, parentVersion, files
     }
 
-    /// A manifest for `definition`, whose class labels must be "1", "2", then the users' ids.
+    /// A manifest for `definition`, whose class labels must be "1", "2", then the users' ids (a
+    /// data folder's classes always are; anything else is a programming error and stops).
     public init(
         version: Int, definition: ModelDefinition, users: [UserEntry], training: [String: JSONValue], seed: UInt64,
         dataFingerprint: String, gitCommit: String?, metrics: MetricsDocument? = nil, acceptThreshold: Double? = nil,
         parentVersion: Int? = nil, createdAt: Date = Date(), blas: String = BLASRuntime.summary
     ) {
-        let usersByLabel = Dictionary(users.map { (String($0.id), $0) }, uniquingKeysWith: { first, _ in first })
+        let usersById = Dictionary(users.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         self.formatVersion = definition.minimumFormatVersion
         self.version = version
         self.createdAt = Manifest.timestamp(createdAt)
         self.facetrainVersion = FaceTrainVersion.string
         self.gitCommit = gitCommit
-        self.classes = definition.classLabels.map { label in
+        self.classes = definition.classLabels.map { text in
+            guard let label = ClassLabel(text) else { preconditionFailure(ClassLabelError(label: text).description) }
             switch label {
-            case ClassEntry.notAFace.label: return .notAFace
-            case ClassEntry.unknownPerson.label: return .unknownPerson
-            default:
-                if let user = usersByLabel[label] { return .user(user) }
-                return ClassEntry(label: label, kind: "user", id: Int(label), name: "")
+            case .notAFace: return .notAFace
+            case .unknownPerson: return .unknownPerson
+            case .user(let id): return usersById[id].map(ClassEntry.user) ?? ClassEntry(label: label, name: "")
             }
         }
         self.users = users
@@ -152,7 +157,8 @@ public struct Manifest: Codable, Sendable, Equatable {
 
     /// The model definition the manifest describes.
     public var definition: ModelDefinition {
-        ModelDefinition(input: input, layers: architecture.map(\.specification), classLabels: classes.map(\.label))
+        ModelDefinition(
+            input: input, layers: architecture.map(\.specification), classLabels: classes.map(\.label.description))
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -161,7 +161,7 @@ public enum WeightsFile {
     }
 
     private static func writeLayerAttributes(_ layer: LayerSpecification, to group: HDF5File.Group) throws {
-        try group.writeString("type", layer.kind)
+        try group.writeString("type", layer.kind.rawValue)
         for attribute in layer.layerKind.weightsFileAttributes {
             switch attribute {
             case .integers(let name, let values, let scalar):

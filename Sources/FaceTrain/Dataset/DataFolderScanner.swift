@@ -83,7 +83,7 @@ struct DataFolderScanner {
                                     id: label, sources: ["folder \(folder.path)", "\(url.path) (id \(id))"]))
                         }
                         record.id = label
-                        if NegativeClass.isNegative(label) {
+                        if ClassLabel.isNegative(id: label) {
                             warnings.append(
                                 DataWarning(
                                     kind: "ignored_file", path: url.path,
@@ -158,14 +158,14 @@ struct DataFolderScanner {
         // Counts per class.
         var counts: [Int: Int] = [:]
         for sample in unique { counts[sample.label, default: 0] += 1 }
-        for label in [NegativeClass.notAFace, NegativeClass.unknownPerson]
+        for label in ClassLabel.negatives.map(\.id)
         where counts[label, default: 0] == 0 && !options.forEvaluation && !unlistable.contains(label) {
             problems.append(
                 .missingNegativeClass(
                     label: label, path: classFolders[label]?.path ?? root.appendingPathComponent(String(label)).path))
         }
         for (label, folder) in classFolders.sorted(by: { $0.key < $1.key })
-        where label > NegativeClass.unknownPerson && !unlistable.contains(label) {
+        where ClassLabel.isUser(id: label) && !unlistable.contains(label) {
             let count = counts[label, default: 0]
             if count == 0 {
                 problems.append(.emptyUser(path: folder.path))
@@ -174,7 +174,7 @@ struct DataFolderScanner {
             }
         }
 
-        let userIds = classFolders.keys.filter { $0 > NegativeClass.unknownPerson }.sorted()
+        let userIds = classFolders.keys.filter(ClassLabel.isUser(id:)).sorted()
         if userIds.isEmpty && !options.forEvaluation { problems.append(.noUsers(path: root.path)) }
         let users = resolveUsers(ids: userIds, metadata: metadata, problems: &problems, warnings: &warnings)
         return finish(problems: problems, warnings: warnings, samples: unique, classFolders: classFolders, users: users)
@@ -191,8 +191,9 @@ struct DataFolderScanner {
             let members = grouped[label] ?? []
             return DataReport.ClassSummary(
                 label: label,
-                kind: label <= NegativeClass.unknownPerson ? "negative" : "user",
-                name: NegativeClass.name(of: label) ?? users.first { $0.id == label }?.name ?? "user \(label)",
+                // `eval` reads folders that are not named by an id as unknown people.
+                kind: (ClassLabel(id: label) ?? .unknownPerson).kindName,
+                name: ClassLabel(id: label)?.negativeName ?? users.first { $0.id == label }?.name ?? "user \(label)",
                 images: members.count,
                 minimumWidth: members.map(\.originalWidth).min() ?? 0,
                 minimumHeight: members.map(\.originalHeight).min() ?? 0,
@@ -217,7 +218,7 @@ struct DataFolderScanner {
                 problems.append(.invalidMetadata(path: record.source, reason: "has no \"id\""))
                 continue
             }
-            if NegativeClass.isNegative(id) {
+            if ClassLabel.isNegative(id: id) {
                 problems.append(.reservedIdInMetadata(source: record.source, id: id))
                 continue
             }

@@ -70,7 +70,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
             "the same image is in more than one class: \(paths.joined(separator: ", ")). "
                 + "HINT: keep it only in the folder of the person it shows."
         case .missingNegativeClass(let label, let path):
-            label == 1
+            ClassLabel(id: label) == .notAFace
                 ? "\(path): class 1 (not a face) is missing or empty. "
                     + "HINT: put images that are not faces there (background, walls, objects) so the model can reject "
                     + "them; `facetrain synth` can make some."

@@ -30,11 +30,11 @@ public struct DataReport: Codable, Sendable {
     /// Number of usable images over all classes.
     public var imageCount: Int { classes.reduce(0) { $0 + $1.images } }
     /// Number of user classes (not counting 1 and 2).
-    public var userCount: Int { classes.filter { $0.kind == "user" }.count }
+    public var userCount: Int { classes.filter { ClassLabel.isUser(id: $0.label) }.count }
     /// Whether classes 1 and 2 both have images.
     public var negativesPresent: Bool {
-        [NegativeClass.notAFace, NegativeClass.unknownPerson].allSatisfy { label in
-            classes.contains { $0.label == label && $0.images > 0 }
+        ClassLabel.negatives.allSatisfy { negative in
+            classes.contains { $0.label == negative.id && $0.images > 0 }
         }
     }
 

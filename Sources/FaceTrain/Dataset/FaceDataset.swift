@@ -32,24 +32,6 @@ public struct DataLoadOptions: Sendable {
     }
 }
 
-/// The two negative classes every data folder must have.
-public enum NegativeClass {
-    /// Label of "not a face".
-    public static let notAFace = 1
-    /// Label of "an unknown person".
-    public static let unknownPerson = 2
-    /// Whether `label` is one of the two negative classes, not a user.
-    public static func isNegative(_ label: Int) -> Bool { label == notAFace || label == unknownPerson }
-    /// Display name of a negative label.
-    public static func name(of label: Int) -> String? {
-        switch label {
-        case notAFace: "not a face"
-        case unknownPerson: "unknown person"
-        default: nil
-        }
-    }
-}
-
 /// One face crop: where it came from, its class, its content hash and its pixels at input size.
 public struct FaceSample: Sendable {
     public var path: String
@@ -120,7 +102,7 @@ public struct FaceDataset: Sendable {
 
     /// Display name of a class label: the user's name or the negative class's name.
     public func name(of label: Int) -> String {
-        NegativeClass.name(of: label) ?? users.first { $0.id == label }?.name ?? "user \(label)"
+        ClassLabel(id: label)?.negativeName ?? users.first { $0.id == label }?.name ?? "user \(label)"
     }
 }
 

@@ -18,7 +18,7 @@ extension HTMLReport {
             points = run.predictions.indices.map {
                 EmbeddingPoint(
                     x: projection.coordinates[$0 * 2], y: projection.coordinates[$0 * 2 + 1],
-                    label: run.predictions[$0].trueLabel)
+                    label: run.predictions[$0].trueLabel.description)
             }
         }
         let wrong = Set(run.metrics.misclassified.prefix(200).map(\.file))

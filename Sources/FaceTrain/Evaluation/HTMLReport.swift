@@ -76,7 +76,7 @@ public struct HTMLReport {
 
     /// The page.
     public var html: String {
-        var body = "<h1>\(escape(title))</h1>\n" + summaryTable()
+        var body = "<h1>\(HTMLText.escape(title))</h1>\n" + summaryTable()
         body += section("Training curves", history.isEmpty ? "<p>No training history recorded.</p>" : trainingCurves())
         body += section("Accept threshold", thresholdCurve())
         if let calibration { body += section("Threshold calibration", calibrationTable(calibration)) }
@@ -86,7 +86,7 @@ public struct HTMLReport {
         body += section("Misclassified crops", misclassifiedGallery())
         return """
             <!DOCTYPE html>
-            <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
+            <html lang="en"><head><meta charset="utf-8"><title>\(HTMLText.escape(title))</title>
             <style>
             body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
             table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right;border-bottom:1px solid #ddd}
@@ -105,7 +105,7 @@ public struct HTMLReport {
         var html = "<p>Chosen at fit time for at most \(format(calibration.target)) of strangers accepted.</p>"
         html += "<table><tr><th>strangers</th><th>accepted at the threshold</th></tr>"
         for name in calibration.sources.keys.sorted() {
-            html += "<tr><td style='text-align:left'>\(escape(name)) (fit time)</td>"
+            html += "<tr><td style='text-align:left'>\(HTMLText.escape(name)) (fit time)</td>"
                 + "<td>\(format(calibration.sources[name]!))</td></tr>"
         }
         html += "<tr><td style='text-align:left'><b>delivered on these crops</b></td>"
@@ -113,7 +113,9 @@ public struct HTMLReport {
         return html + "</table>"
     }
 
-    private func section(_ heading: String, _ content: String) -> String { "<h2>\(escape(heading))</h2>\n\(content)\n" }
+    private func section(_ heading: String, _ content: String) -> String {
+        "<h2>\(HTMLText.escape(heading))</h2>\n\(content)\n"
+    }
 
     private func summaryTable() -> String {
         let rows: [(String, Double)] = [
@@ -162,7 +164,7 @@ public struct HTMLReport {
         svg += "<text x='\(width - right)' y='\(height - 8)' font-size='10' text-anchor='end'>\(format(xMax))</text>"
         svg +=
             "<text x='\((left + width - right) / 2)' y='\(height - 8)' font-size='11' text-anchor='middle'>"
-            + "\(escape(xLabel))</text>"
+            + "\(HTMLText.escape(xLabel))</text>"
         if let marker {
             svg +=
                 "<line x1='\(px(marker))' y1='\(top)' x2='\(px(marker))' y2='\(py(0))' stroke='#000' "
@@ -174,7 +176,7 @@ public struct HTMLReport {
             svg += "<polyline fill='none' stroke='\(line.color)' stroke-width='2' points='\(path)'/>"
             svg +=
                 "<text x='\(width - right + 8)' y='\(top + 14 + Double(index) * 16)' font-size='11' "
-                + "fill='\(line.color)'>\(escape(line.name))</text>"
+                + "fill='\(line.color)'>\(HTMLText.escape(line.name))</text>"
         }
         return svg + "</svg>"
     }
@@ -223,7 +225,7 @@ public struct HTMLReport {
             let y = 10 + Double(row) * rowHeight * 2
             svg +=
                 "<text x='\(labelWidth - 6)' y='\(y + 12)' font-size='11' text-anchor='end'>"
-                + "\(escape(label)) \(escape(score.name))</text>"
+                + "\(HTMLText.escape(label)) \(HTMLText.escape(score.name))</text>"
             svg +=
                 "<rect x='\(labelWidth)' y='\(y)' width='\(score.precision * barWidth)' height='\(rowHeight - 3)' "
                 + "fill='#1f77b4'><title>precision \(format(score.precision))</title></rect>"
@@ -249,20 +251,21 @@ public struct HTMLReport {
             let total = max(counts.reduce(0, +), 1)
             svg +=
                 "<text x='\(margin - 4)' y='\(margin + (Double(row) + 0.7) * cell)' "
-                + "font-size='\(min(10, cell * 0.7))' text-anchor='end'>\(escape(labels[row]))</text>"
+                + "font-size='\(min(10, cell * 0.7))' text-anchor='end'>\(HTMLText.escape(labels[row]))</text>"
             for (column, count) in counts.enumerated() {
                 let share = Double(count) / Double(total)
                 let color = row == column ? "rgba(44,160,44,\(format(share)))" : "rgba(214,39,40,\(format(share)))"
                 svg +=
                     "<rect x='\(margin + Double(column) * cell)' y='\(margin + Double(row) * cell)' "
                     + "width='\(cell)' height='\(cell)' fill='\(color)' stroke='#eee'>"
-                    + "<title>true \(escape(labels[row])), predicted \(escape(labels[column])): \(count)</title></rect>"
+                    + "<title>true \(HTMLText.escape(labels[row])), "
+                    + "predicted \(HTMLText.escape(labels[column])): \(count)</title></rect>"
             }
         }
         for (column, label) in labels.enumerated() {
             svg +=
                 "<text x='\(margin + (Double(column) + 0.5) * cell)' y='\(margin - 4)' "
-                + "font-size='\(min(10, cell * 0.7))' text-anchor='middle'>\(escape(label))</text>"
+                + "font-size='\(min(10, cell * 0.7))' text-anchor='middle'>\(HTMLText.escape(label))</text>"
         }
         return
             "<p>Rows: true class, columns: decided class (after the threshold). Green: correct, red: confusions; "
@@ -304,7 +307,7 @@ public struct HTMLReport {
                 let hue = Double(userLabels.firstIndex(of: point.label) ?? 0) * 360 / Double(max(userLabels.count, 1))
                 svg +=
                     "<circle cx='\(x)' cy='\(y)' r='3.5' fill='hsl(\(Int(hue)),70%,50%)'>"
-                    + "<title>user \(escape(point.label))</title></circle>"
+                    + "<title>user \(HTMLText.escape(point.label))</title></circle>"
             }
         }
         let explained = explainedVariance.map { format(Double($0) * 100) + " %" }.joined(separator: ", ")
@@ -320,18 +323,12 @@ public struct HTMLReport {
         for item in metrics.misclassified.prefix(200) {
             let image = thumbnails[item.file].map { "<img src='\($0)' alt=''>" } ?? ""
             html +=
-                "<figure>\(image)<figcaption>\(escape(URL(fileURLWithPath: item.file).lastPathComponent)): "
-                + "true \(escape(item.trueLabel)), said \(escape(item.predictedLabel)) "
+                "<figure>\(image)<figcaption>\(HTMLText.escape(URL(fileURLWithPath: item.file).lastPathComponent)): "
+                + "true \(HTMLText.escape(item.trueLabel)), said \(HTMLText.escape(item.predictedLabel)) "
                 + "(\(format(item.confidence)))</figcaption></figure>"
         }
         return html + "</div>"
     }
 
     private func format(_ value: Double) -> String { String(format: "%.3f", value) }
-
-    private func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "'", with: "&#39;")
-            .replacingOccurrences(of: "\"", with: "&quot;")
-    }
 }

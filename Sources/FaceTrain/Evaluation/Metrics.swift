@@ -3,12 +3,12 @@ import Foundation
 /// The model's output for one crop, with the crop's true class.
 public struct Prediction: Sendable, Codable {
     public var path: String
-    /// "1", "2" or a user id; crops of people the model does not know are "2".
-    public var trueLabel: String
+    /// Crops of people the model does not know are `.unknownPerson`.
+    public var trueLabel: ClassLabel
     /// Softmax output in the model's class order.
     public var probabilities: [Float]
 
-    public init(path: String, trueLabel: String, probabilities: [Float]) {
+    public init(path: String, trueLabel: ClassLabel, probabilities: [Float]) {
         self.path = path
         self.trueLabel = trueLabel
         self.probabilities = probabilities
@@ -16,25 +16,26 @@ public struct Prediction: Sendable, Codable {
 }
 
 /// How the accept threshold turns a prediction into a label: the top class, unless it is a user
-/// whose probability is below the threshold, in which case "2" (unknown person).
+/// whose probability is below the threshold, in which case unknown person.
 public struct DecisionRule: Sendable {
-    public var classLabels: [String]
+    public var classLabels: [ClassLabel]
     public var threshold: Double
 
-    public init(classLabels: [String], threshold: Double) {
+    public init(classLabels: [ClassLabel], threshold: Double) {
         self.classLabels = classLabels
         self.threshold = threshold
     }
 
-    public static func isUser(_ label: String) -> Bool { label != "1" && label != "2" }
+    /// Whether a label written as text (metrics.json, the report's points) names a user.
+    public static func isUser(_ label: String) -> Bool { ClassLabel(label)?.isUser == true }
 
     /// The decided label and the top probability.
-    public func decide(_ probabilities: [Float]) -> (label: String, confidence: Double) {
+    public func decide(_ probabilities: [Float]) -> (label: ClassLabel, confidence: Double) {
         var best = 0
         for index in probabilities.indices where probabilities[index] > probabilities[best] { best = index }
         let confidence = Double(probabilities[best])
         let label = classLabels[best]
-        if Self.isUser(label) && confidence < threshold { return ("2", confidence) }
+        if label.isUser && confidence < threshold { return (.unknownPerson, confidence) }
         return (label, confidence)
     }
 }
@@ -120,7 +121,7 @@ public struct EvaluationMetrics: Codable, Sendable {
 
 /// Scores predictions and chooses the accept threshold.
 public enum Scoring {
-    /// All metrics of `predictions` under `rule`; `names` maps labels to display names.
+    /// All metrics of `predictions` under `rule`; `names` maps labels as written ("17") to display names.
     public static func metrics(_ predictions: [Prediction], rule: DecisionRule, names: [String: String] = [:])
         -> EvaluationMetrics
     {
@@ -134,22 +135,22 @@ public enum Scoring {
             if decided.label != prediction.trueLabel {
                 misclassified.append(
                     Misclassification(
-                        file: prediction.path, trueLabel: prediction.trueLabel, predictedLabel: decided.label,
-                        confidence: decided.confidence))
+                        file: prediction.path, trueLabel: prediction.trueLabel.description,
+                        predictedLabel: decided.label.description, confidence: decided.confidence))
             }
         }
         let rates = rates(predictions, rule: rule)
         let plain = self.rates(predictions, rule: DecisionRule(classLabels: labels, threshold: 0))
         var perUser: [String: UserScore] = [:]
         var definedPrecisions: [Double] = []  // users never predicted have no precision (as score.py)
-        for (column, label) in labels.enumerated() where DecisionRule.isUser(label) {
+        for (column, label) in labels.enumerated() where label.isUser {
             let support = confusion[column].reduce(0, +)
             guard support > 0 else { continue }
             let predicted = confusion.reduce(0) { $0 + $1[column] }
             let correct = confusion[column][column]
             if predicted > 0 { definedPrecisions.append(Double(correct) / Double(predicted)) }
-            perUser[label] = UserScore(
-                name: names[label] ?? "user \(label)",
+            perUser[label.description] = UserScore(
+                name: names[label.description] ?? "user \(label)",
                 precision: predicted == 0 ? 0 : Double(correct) / Double(predicted),
                 recall: Double(correct) / Double(support),
                 support: support)
@@ -172,13 +173,13 @@ public enum Scoring {
                 "user_rejected": plain.userRejected,
             ],
             perUser: perUser,
-            confusionLabels: labels,
+            confusionLabels: labels.map(\.description),
             confusion: confusion,
             misclassified: misclassified.sorted { $0.confidence > $1.confidence },
             counts: [
-                "users": predictions.filter { DecisionRule.isUser($0.trueLabel) }.count,
-                "unknown": predictions.filter { $0.trueLabel == "2" }.count,
-                "nonface": predictions.filter { $0.trueLabel == "1" }.count,
+                "users": predictions.filter(\.trueLabel.isUser).count,
+                "unknown": predictions.filter { $0.trueLabel == .unknownPerson }.count,
+                "nonface": predictions.filter { $0.trueLabel == .notAFace }.count,
             ])
     }
 
@@ -197,16 +198,16 @@ public enum Scoring {
         for prediction in predictions {
             let label = rule.decide(prediction.probabilities).label
             switch prediction.trueLabel {
-            case "1":
+            case .notAFace:
                 nonface += 1
-                if DecisionRule.isUser(label) { nonfaceAccepted += 1 }
-            case "2":
+                if label.isUser { nonfaceAccepted += 1 }
+            case .unknownPerson:
                 unknown += 1
-                if DecisionRule.isUser(label) { unknownAccepted += 1 }
-            default:
+                if label.isUser { unknownAccepted += 1 }
+            case .user:
                 users += 1
                 if label == prediction.trueLabel { usersCorrect += 1 }
-                if !DecisionRule.isUser(label) { usersRejected += 1 }
+                if !label.isUser { usersRejected += 1 }
             }
         }
         func share(_ part: Int, _ whole: Int) -> Double { whole == 0 ? 0 : Double(part) / Double(whole) }
@@ -233,15 +234,15 @@ public enum Scoring {
     /// removed and the rest renormalised, i.e. what the model says about this face if this person
     /// were not registered. Held-out class-2 crops show strangers the model trained on, so alone
     /// they would give an optimistic threshold.
-    public static func simulatedStrangers(_ predictions: [Prediction], classLabels: [String]) -> [Prediction] {
+    public static func simulatedStrangers(_ predictions: [Prediction], classLabels: [ClassLabel]) -> [Prediction] {
         predictions.compactMap { prediction in
-            guard DecisionRule.isUser(prediction.trueLabel), let own = classLabels.firstIndex(of: prediction.trueLabel)
+            guard prediction.trueLabel.isUser, let own = classLabels.firstIndex(of: prediction.trueLabel)
             else { return nil }
             var probabilities = prediction.probabilities
             let remaining = 1 - probabilities[own]
             probabilities[own] = 0
             if remaining > 0 { probabilities = probabilities.map { $0 / remaining } }
-            return Prediction(path: prediction.path, trueLabel: "2", probabilities: probabilities)
+            return Prediction(path: prediction.path, trueLabel: .unknownPerson, probabilities: probabilities)
         }
     }
 
@@ -249,7 +250,7 @@ public enum Scoring {
     /// accept rate of the held-out strangers and of `strangers`' sources, or, without any, of the
     /// simulated unseen strangers.
     public static func sweep(
-        _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]? = nil
+        _ predictions: [Prediction], classLabels: [ClassLabel], strangers extra: [String: [Prediction]]? = nil
     ) -> [ThresholdPoint] {
         let sources = calibrationSources(predictions, classLabels: classLabels, strangers: extra)
         return (0...100).map { step in
@@ -283,9 +284,9 @@ public enum Scoring {
 
     /// The strangers a threshold is calibrated on, by source.
     static func calibrationSources(
-        _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]?
+        _ predictions: [Prediction], classLabels: [ClassLabel], strangers extra: [String: [Prediction]]?
     ) -> [String: [Prediction]] {
-        var sources = ["held_out_unknown": predictions.filter { $0.trueLabel == "2" }]
+        var sources = ["held_out_unknown": predictions.filter { $0.trueLabel == .unknownPerson }]
         if let extra {
             for (name, list) in extra where !list.isEmpty { sources[name] = list }
         } else {
@@ -297,7 +298,8 @@ public enum Scoring {
     /// Each calibration source's false accept rate at `threshold`, and with named sources the
     /// rate of the pooled ones ("pooled"), which the threshold is held to together with the floors.
     public static func calibrationRates(
-        _ predictions: [Prediction], classLabels: [String], strangers extra: [String: [Prediction]]?, threshold: Double
+        _ predictions: [Prediction], classLabels: [ClassLabel], strangers extra: [String: [Prediction]]?,
+        threshold: Double
     ) -> [String: Double] {
         let rule = DecisionRule(classLabels: classLabels, threshold: threshold)
         let sources = calibrationSources(predictions, classLabels: classLabels, strangers: extra)

@@ -17,10 +17,10 @@ public struct EvaluationRun: Sendable {
 
 /// Runs a trained model over crops and scores it.
 public enum ModelEvaluation {
-    /// True label of a crop for a model: its folder's label if the model knows it, else "2".
-    public static func trueLabel(of sample: FaceSample, classLabels: [String]) -> String {
-        let label = String(sample.label)
-        return classLabels.contains(label) ? label : "2"
+    /// True label of a crop for a model: its folder's class if the model knows it, else unknown person.
+    public static func trueLabel(of sample: FaceSample, classLabels: [ClassLabel]) -> ClassLabel {
+        guard let label = ClassLabel(id: sample.label), classLabels.contains(label) else { return .unknownPerson }
+        return label
     }
 
     /// Scores `model` on `samples`. With `threshold` nil, the sweep's choice for
@@ -30,7 +30,7 @@ public enum ModelEvaluation {
         threshold: Double? = nil, withEmbeddings: Bool = false, strangers: [String: [Prediction]]? = nil
     ) throws -> EvaluationRun {
         var network = try Network(model: model)
-        let labels = model.definition.classLabels
+        let labels = try ClassLabel.parse(model.definition.classLabels)
         let probabilities = try Inference.probabilities(of: samples, with: &network, definition: model.definition)
         let predictions = zip(samples, probabilities).map { sample, row in
             Prediction(path: sample.path, trueLabel: trueLabel(of: sample, classLabels: labels), probabilities: row)
@@ -45,7 +45,7 @@ public enum ModelEvaluation {
         }
         var embeddings =
             withEmbeddings ? try Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
-        if model.definition.layers.contains(where: { $0.kind == "l2normalize" }) {
+        if model.definition.layers.contains(where: { $0.kind == .l2Normalize }) {
             embeddings = embeddings.map(unitLength)
         }
         return EvaluationRun(

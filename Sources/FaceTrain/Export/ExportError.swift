@@ -60,7 +60,7 @@ extension ExportError {
         switch problem {
         case .invalidInput(let reason): self = .invalidInput(reason: reason)
         case .invalidLayer(let index, let kind, let reason):
-            self = .invalidLayer(layer: "\(index).\(kind)", reason: reason)
+            self = .invalidLayer(layer: "\(index).\(kind.rawValue)", reason: reason)
         case .invalidLabels(let reason): self = .invalidLabels(reason: reason)
         case .mustEndWithLinear(let lastLayer): self = .mustEndWithLinear(lastLayer: lastLayer)
         case .labelCountMismatch(let labels, let outputs): self = .labelCountMismatch(labels: labels, outputs: outputs)

@@ -162,7 +162,7 @@ public enum ExportFormTable {
             Entry(onnx: form.onnxOperator, coreML: form.coreMLLayer, coreMLActivation: form.coreMLActivation)
         }
         for layer in LayerSpecification.everyKind {
-            table[layer.kind] = layer.exportLowering.exportForm.map { [entry($0)] } ?? []
+            table[layer.kind.rawValue] = layer.exportLowering.exportForm.map { [entry($0)] } ?? []
         }
         for (name, forms) in ExportOperation.graphForms { table[name] = forms.map(entry) }
         return table

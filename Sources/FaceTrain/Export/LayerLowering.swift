@@ -20,7 +20,7 @@ extension LayerSpecification {
     /// `LayerSpecification.everyKind`, so a kind added without its lowering fails there first.
     var exportLowering: any ExportLowering {
         guard let lowering = layerKind as? any ExportLowering else {
-            preconditionFailure("layer kind \(kind) has no export lowering in Export/LayerLowering.swift")
+            preconditionFailure("layer kind \(kind.rawValue) has no export lowering in Export/LayerLowering.swift")
         }
         return lowering
     }

@@ -3,13 +3,12 @@ import Foundation
 
 /// One class's probability for an image, with the class's display name.
 public struct ClassScore: Sendable, Equatable {
-    /// "1", "2" or a user id.
-    public var label: String
+    public var label: ClassLabel
     /// "not a face", "unknown person" or the user's name from the manifest (may be empty).
     public var name: String
     public var probability: Float
 
-    public init(label: String, name: String, probability: Float) {
+    public init(label: ClassLabel, name: String, probability: Float) {
         self.label = label
         self.name = name
         self.probability = probability
@@ -24,20 +23,20 @@ public struct ImageClassification: Sendable {
     /// `DecisionRule` uses.
     public var ranking: [ClassScore]
     /// The model's class labels, in output order.
-    public var classLabels: [String]
+    public var classLabels: [ClassLabel]
     /// Softmax output in the model's class order.
     public var probabilities: [Float]
     /// The accept threshold the decision used.
     public var threshold: Double
-    /// The label an app acts on (`DecisionRule`): the top label, or "2" when the top class is a
-    /// user whose probability is below the threshold.
-    public var decidedLabel: String
+    /// The label an app acts on (`DecisionRule`): the top label, or unknown person when the top
+    /// class is a user whose probability is below the threshold.
+    public var decidedLabel: ClassLabel
 
     /// The most probable class.
     public var top: ClassScore { ranking[0] }
     /// Whether the top class is a user whose probability reaches the accept threshold, i.e. whether
     /// the app would let this person in.
-    public var accepted: Bool { DecisionRule.isUser(top.label) && decidedLabel == top.label }
+    public var accepted: Bool { top.label.isUser && decidedLabel == top.label }
 }
 
 /// The outcome for one file: its classification, or why it could not be read.
@@ -54,8 +53,10 @@ public struct FacePredictor {
     public static let batchSize = 64
 
     public let definition: ModelDefinition
-    /// Display name per class label.
-    public let names: [String: String]
+    /// The definition's class labels, in output order.
+    public let classLabels: [ClassLabel]
+    /// Display name per class.
+    public let names: [ClassLabel: String]
     /// The accept threshold (0 when the bundle records none).
     public let threshold: Double
     private var network: Network
@@ -69,15 +70,14 @@ public struct FacePredictor {
             threshold: bundle.manifest.acceptThreshold ?? 0)
     }
 
-    /// A predictor for any trained model; `names` maps class labels to display names.
-    public init(model: TrainedModel, names: [String: String], threshold: Double) throws {
+    /// A predictor for any trained model whose labels are class labels; `names` maps classes to
+    /// display names (the negative classes have theirs by default).
+    public init(model: TrainedModel, names: [ClassLabel: String], threshold: Double) throws {
         definition = model.definition
+        classLabels = try ClassLabel.parse(model.definition.classLabels)
         network = try Network(model: model)
         var names = names
-        names[Manifest.ClassEntry.notAFace.label] =
-            names[Manifest.ClassEntry.notAFace.label] ?? Manifest.ClassEntry.notAFace.name
-        names[Manifest.ClassEntry.unknownPerson.label] =
-            names[Manifest.ClassEntry.unknownPerson.label] ?? Manifest.ClassEntry.unknownPerson.name
+        for negative in ClassLabel.negatives { names[negative] = names[negative] ?? negative.negativeName }
         self.names = names
         self.threshold = threshold
     }
@@ -139,7 +139,7 @@ public struct FacePredictor {
 
     /// Ranks one probability row and applies the accept threshold.
     public func classification(of file: String, probabilities: [Float]) -> ImageClassification {
-        let labels = definition.classLabels
+        let labels = classLabels
         let ranking = probabilities.indices
             .sorted { probabilities[$0] > probabilities[$1] || (probabilities[$0] == probabilities[$1] && $0 < $1) }
             .map { ClassScore(label: labels[$0], name: names[labels[$0]] ?? "", probability: probabilities[$0]) }

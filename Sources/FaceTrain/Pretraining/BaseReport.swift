@@ -31,21 +31,22 @@ enum BaseReport {
             ("trained on", "\(manifest.data.identities) identities, \(manifest.data.crops) crops"),
             ("stranger bank", "\(manifest.bank.crops) crops of \(manifest.bank.identities) identities"),
         ] {
-            rows += "<tr><td style='text-align:left'>\(name)</td><td>\(escape(value))</td></tr>"
+            rows += "<tr><td style='text-align:left'>\(name)</td><td>\(HTMLText.escape(value))</td></tr>"
         }
         return """
             <!DOCTYPE html>
-            <html lang="en"><head><meta charset="utf-8"><title>base \(escape(manifest.name)) v\(manifest.version)</title>
+            <html lang="en"><head><meta charset="utf-8">\
+            <title>base \(HTMLText.escape(manifest.name)) v\(manifest.version)</title>
             <style>body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:900px}
             table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right;border-bottom:1px solid #ddd}
             svg{background:#fff;border:1px solid #ddd}h2{margin-top:2em}</style></head><body>
-            <h1>Base model \(escape(manifest.name)) v\(manifest.version)</h1>
+            <h1>Base model \(HTMLText.escape(manifest.name)) v\(manifest.version)</h1>
             <table>\(rows)</table>
             <h2>Verification ROC (every pair of verification crops)</h2>
             \(roc(verification.roc))
             <h2>Pretraining</h2>
             \(curves(manifest.training.epochs))
-            <p>\(escape(manifest.license))</p>
+            <p>\(HTMLText.escape(manifest.license))</p>
             </body></html>
             """
     }
@@ -87,10 +88,5 @@ enum BaseReport {
                 record.loss, record.accuracy, record.verificationAccuracy, record.imagesPerSecond)
         }
         return rows + "</table>"
-    }
-
-    static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "'", with: "&#39;")
     }
 }

@@ -71,7 +71,7 @@ public final class BaseFitSession {
         try BaseModel.checkExtractor(base)
         (training, heldOut) = try FitSession.split(dataset, holdout: configuration.holdout)
         var definition = try base.classifier(labels: dataset.labels.map(String.init))
-        if let index = definition.layers.firstIndex(where: { $0.kind == "l2normalize" }) {
+        if let index = definition.layers.firstIndex(where: { $0.kind == .l2Normalize }) {
             definition.layers[index] = .l2Normalize(scale: Self.scale)
         }
         // The base's trunk with this head is what gets exported: check it before training the head.
@@ -129,7 +129,7 @@ public final class BaseFitSession {
         // Leave-users-out: each fold's users are strangers to a head trained without them (and
         // the extractor never saw anyone here), so their crops are what unseen strangers look like.
         let calibrationStarted = Date()
-        let users = labels.filter { !NegativeClass.isNegative($0) }
+        let users = labels.filter(ClassLabel.isUser(id:))
         var order = users
         var shuffler = SplitMix64(seed: configuration.seed ^ 0x5EED)
         order.shuffle(using: &shuffler)
@@ -152,13 +152,13 @@ public final class BaseFitSession {
                 let rows = probes.map { views[$0][0] }
                 let probabilities = Self.probabilities(rows, weight: foldWeight)
                 let columns = keptClasses.map { label in labels.firstIndex(of: label)! }
-                let keptUsers = keptClasses.indices.filter { !NegativeClass.isNegative(keptClasses[$0]) }
+                let keptUsers = keptClasses.indices.filter { ClassLabel.isUser(id: keptClasses[$0]) }
                 return probes.enumerated().map { position, probe in
                     let row = Scoring.countingAbsentUsers(
                         probabilities[position], absent: foldUsers.count, users: keptUsers)
                     var full = [Float](repeating: 0, count: labels.count)
                     for (column, value) in zip(columns, row) { full[column] = value }
-                    return Prediction(path: all[probe].path, trueLabel: "2", probabilities: full)
+                    return Prediction(path: all[probe].path, trueLabel: .unknownPerson, probabilities: full)
                 }
             }
             for predictions in foldPredictions {
@@ -169,7 +169,7 @@ public final class BaseFitSession {
         var sources = ["leave_users_out": leftOut]
         if !base.bankEmbeddings.isEmpty {
             sources["bank"] = Self.probabilities(base.bankEmbeddings, weight: weight).enumerated().map {
-                Prediction(path: "bank/\($0.offset)", trueLabel: "2", probabilities: $0.element)
+                Prediction(path: "bank/\($0.offset)", trueLabel: .unknownPerson, probabilities: $0.element)
             }
         }
         let fit = FitResult(

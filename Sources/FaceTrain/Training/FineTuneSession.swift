@@ -58,7 +58,7 @@ public final class FineTuneSession {
         let result = try fineTune(dataset, observer: observer, shouldStop: shouldStop)
 
         let started = Date()
-        let users = dataset.labels.filter { !NegativeClass.isNegative($0) }
+        let users = dataset.labels.filter(ClassLabel.isUser(id:))
         var order = users
         var shuffler = SplitMix64(seed: configuration.seed ^ 0x5EED)
         order.shuffle(using: &shuffler)
@@ -85,7 +85,7 @@ public final class FineTuneSession {
                 for (probe, row) in zip(probes, probabilities) {
                     var full = [Float](repeating: 0, count: labels.count)
                     for (column, value) in zip(columns, row) { full[column] = value }
-                    leftOut.append(Prediction(path: probe.path, trueLabel: "2", probabilities: full))
+                    leftOut.append(Prediction(path: probe.path, trueLabel: .unknownPerson, probabilities: full))
                 }
             }
         }

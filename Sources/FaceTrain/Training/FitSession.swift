@@ -73,7 +73,7 @@ public final class FitSession {
     {
         let split = dataset.split(holdout: holdout)
         guard split.training.count >= 2 else { throw .tooFewTrainingCrops(count: split.training.count) }
-        guard split.heldOut.contains(where: { !NegativeClass.isNegative($0.label) }) else {
+        guard split.heldOut.contains(where: { ClassLabel.isUser(id: $0.label) }) else {
             throw .noHeldOutUsers(holdout: holdout)
         }
         return split

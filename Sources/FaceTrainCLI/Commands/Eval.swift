@@ -157,7 +157,7 @@ struct Eval: Command {
 
     private func writePredictions(_ run: EvaluationRun, labels: [String], to url: URL) throws {
         var text = "path,true_label,predicted_label,confidence\n"
-        let rule = DecisionRule(classLabels: labels, threshold: 0)
+        let rule = try DecisionRule(classLabels: ClassLabel.parse(labels), threshold: 0)
         for prediction in run.predictions {
             let decided = rule.decide(prediction.probabilities)
             let path =

@@ -66,22 +66,23 @@ struct Predict: Command {
         let verdict: String
         if result.accepted {
             verdict = "accepted (threshold \(threshold))"
-        } else if DecisionRule.isUser(best.label) {
+        } else if best.label.isUser {
             verdict = "not accepted: below the accept threshold \(threshold), the app answers unknown person"
         } else {
             verdict = "not accepted"
         }
         var lines = ["\(result.file): \(display(best)) \(String(format: "%.4f", best.probability)) - \(verdict)"]
-        let width = result.ranking.prefix(top).map { $0.label.count }.max() ?? 1
+        let width = result.ranking.prefix(top).map { $0.label.description.count }.max() ?? 1
         for score in result.ranking.prefix(top) {
-            let label = String(repeating: " ", count: width - score.label.count) + score.label
+            let text = score.label.description
+            let label = String(repeating: " ", count: width - text.count) + text
             lines.append("    \(label)  \(String(format: "%.6f", score.probability))  \(score.name)")
         }
         return lines.joined(separator: "\n")
     }
 
     private func display(_ score: ClassScore) -> String {
-        if !DecisionRule.isUser(score.label) { return score.name }
+        if !score.label.isUser { return score.name }
         return score.name.isEmpty ? "user \(score.label)" : "\(score.name) (\(score.label))"
     }
 
@@ -100,6 +101,8 @@ struct Predict: Command {
     }
 
     private func number(_ value: Float) -> String { value.isFinite ? "\(value)" : "null" }
+
+    private func quoted(_ label: ClassLabel) -> String { quoted(label.description) }
 
     private func quoted(_ text: String) -> String {
         let data =

@@ -65,7 +65,8 @@ struct TestWriteBundle: Command {
         TestHooks.pause(at: "reserved")
         staging.checkpoint = { TestHooks.pause(at: $0.rawValue) }
         let definition = ModelDefinition.referenceSmall(
-            classLabels: ["1", "2"] + users.map(String.init), inputSize: 16, width: 4)
+            classLabels: (ClassLabel.negatives + users.map(ClassLabel.user)).map(\.description), inputSize: 16,
+            width: 4)
         try staging.writeWeights(Network(definition: definition, seed: seed).trainedModel)
         // No metrics.json: the bundle was never evaluated, and a made-up score would pass a gate.
         let manifest = Manifest(

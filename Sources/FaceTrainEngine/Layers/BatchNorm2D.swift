@@ -187,7 +187,7 @@ extension BatchNorm2D {
         package let epsilon: Float
         package let momentum: Float
 
-        package var name: String { "batchnorm2d" }
+        package var name: LayerKindName { .batchNorm2D }
 
         package var parameterShapes: [(name: String, shape: [Int])] {
             [("weight", [channels]), ("bias", [channels]), ("running_mean", [channels]), ("running_var", [channels])]

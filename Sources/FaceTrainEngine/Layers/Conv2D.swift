@@ -195,7 +195,7 @@ extension Conv2D {
         package let padding: Int
         package let groups: Int
 
-        package var name: String { "conv2d" }
+        package var name: LayerKindName { .conv2D }
         /// Grouped convolutions came with format 2.
         package var minimumFormatVersion: Int { groups == 1 ? 1 : 2 }
 

@@ -41,7 +41,7 @@ extension Dropout {
     package struct Kind: LayerKind {
         package let rate: Float
 
-        package var name: String { "dropout" }
+        package var name: LayerKindName { .dropout }
         package var normalizationScale: NormalizationScaleRule { .passes }
 
         package func check(_ input: LayerInput) throws(LayerProblem) {

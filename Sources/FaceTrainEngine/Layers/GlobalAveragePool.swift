@@ -39,7 +39,7 @@ extension GlobalAveragePool {
     /// `globalAveragePool` in the manifest: ONNX GlobalAveragePool, Core ML global AVERAGE pooling;
     /// both keep [C, 1, 1].
     package struct Kind: LayerKind {
-        package var name: String { "globalavgpool" }
+        package var name: LayerKindName { .globalAveragePool }
         package func check(_ input: LayerInput) throws(LayerProblem) { _ = try input.featureMap() }
         package func outputShape(for inputShape: [Int]) -> [Int] { [inputShape[0]] }
         package var summary: String { "GlobalAveragePool" }

@@ -60,7 +60,7 @@ extension L2Normalize {
     package struct Kind: LayerKind {
         package let scale: Float
 
-        package var name: String { "l2normalize" }
+        package var name: LayerKindName { .l2Normalize }
         package var normalizationScale: NormalizationScaleRule { .starts }
 
         package func check(_ input: LayerInput) throws(LayerProblem) {

@@ -48,7 +48,7 @@ extension Layer {
     public var parameters: [Parameter] { [] }
     public mutating func updateParameters(_ update: (inout Parameter) -> Void) {}
     public mutating func releaseCaches() {}
-    public var description: String { specification.kind }
+    public var description: String { specification.kind.rawValue }
 
     /// Output shape for an input shape (batch first), from the layer's kind.
     public func outputShape(for inputShape: [Int]) -> [Int] {

@@ -6,8 +6,8 @@
 /// `LayerSpecification.layerKind` maps the manifest's cases to them. Shapes leave the batch out:
 /// [C, H, W] for feature maps, [F] for feature vectors (after a global pool or a linear layer).
 package protocol LayerKind: Sendable {
-    /// Lowercase name in parameter keys ("0.conv2d.weight") and weights.h5 group names.
-    var name: String { get }
+    /// Which kind this is; its raw value names it in parameter keys ("0.conv2d.weight") and weights.h5.
+    var name: LayerKindName { get }
     /// The oldest manifest format that can describe this layer (see `Manifest.currentFormatVersion`).
     var minimumFormatVersion: Int { get }
     /// Names and shapes of the saved tensors, in file order.

@@ -85,7 +85,7 @@ extension Linear {
         package let inputFeatures: Int
         package let outputFeatures: Int
 
-        package var name: String { "linear" }
+        package var name: LayerKindName { .linear }
         package var parameterShapes: [(name: String, shape: [Int])] {
             [("weight", [outputFeatures, inputFeatures]), ("bias", [outputFeatures])]
         }

@@ -70,7 +70,7 @@ extension MaxPool2D {
         package let size: Int
         package let stride: Int
 
-        package var name: String { "maxpool2d" }
+        package var name: LayerKindName { .maxPool2D }
 
         package func check(_ input: LayerInput) throws(LayerProblem) {
             let (_, height, width) = try input.featureMap()

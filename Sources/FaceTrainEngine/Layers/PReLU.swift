@@ -63,7 +63,7 @@ extension PReLU {
     package struct Kind: LayerKind {
         package let channels: Int
 
-        package var name: String { "prelu" }
+        package var name: LayerKindName { .prelu }
         package var minimumFormatVersion: Int { 2 }
         package var parameterShapes: [(name: String, shape: [Int])] { [("weight", [channels])] }
 

@@ -26,7 +26,7 @@ public struct ReLU: Layer {
 extension ReLU {
     /// `relu` in the manifest: ONNX Relu, Core ML activation ReLU.
     package struct Kind: LayerKind {
-        package var name: String { "relu" }
+        package var name: LayerKindName { .relu }
         /// max(0, s·x) = s·max(0, x) for s > 0.
         package var normalizationScale: NormalizationScaleRule { .passes }
         package func check(_ input: LayerInput) throws(LayerProblem) {}

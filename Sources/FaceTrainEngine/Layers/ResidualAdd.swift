@@ -41,7 +41,7 @@ extension ResidualAdd {
     package struct Kind: LayerKind {
         package let source: Int
 
-        package var name: String { "add" }
+        package var name: LayerKindName { .add }
         package var minimumFormatVersion: Int { 2 }
         package var shortcutSource: Int? { source }
 

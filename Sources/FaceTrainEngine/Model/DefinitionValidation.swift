@@ -112,8 +112,8 @@ extension ModelDefinition {
 /// Why a model definition can be neither trained nor exported: what is wrong, where, and what to do.
 public enum ModelDefinitionError: Error, CustomStringConvertible, Equatable {
     case invalidInput(reason: String)
-    /// Layer `index` (of kind `kind`, "conv2d") cannot take the data that reaches it.
-    case invalidLayer(index: Int, kind: String, reason: String)
+    /// Layer `index` (of kind `kind`) cannot take the data that reaches it.
+    case invalidLayer(index: Int, kind: LayerKindName, reason: String)
     case invalidLabels(reason: String)
     /// The last layer that inference runs is not linear (nil: there is none).
     case mustEndWithLinear(lastLayer: String?)
@@ -126,7 +126,7 @@ public enum ModelDefinitionError: Error, CustomStringConvertible, Equatable {
                 + "HINT: the input must be 1 (GRAY) or 3 (RGB) channels with one finite bias per channel, a "
                 + "non-zero scale and a crop that leaves at least one pixel."
         case .invalidLayer(let index, let kind, let reason):
-            "Model definition: layer \(index) (\(kind)): \(reason).\n"
+            "Model definition: layer \(index) (\(kind.rawValue)): \(reason).\n"
                 + "HINT: fix layer \(index) in the architecture or the manifest's layer list; facetrain checks "
                 + "the whole definition before the first training step and again before each export."
         case .invalidLabels(let reason):

@@ -126,8 +126,9 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         .add(source: 0), .prelu(channels: 1),
     ]
 
-    /// Short lowercase kind used in parameter names ("0.conv2d.weight") and HDF5 group names.
-    public var kind: String { layerKind.name }
+    /// Which kind of layer this is; `kind.rawValue` is the name in parameter keys ("0.conv2d.weight")
+    /// and HDF5 group names.
+    public var kind: LayerKindName { layerKind.name }
 
     /// Names and shapes of the layer's saved tensors, in file order.
     public var parameterShapes: [(name: String, shape: [Int])] { layerKind.parameterShapes }
@@ -234,7 +235,7 @@ public struct ModelDefinition: Codable, Sendable, Equatable {
     }
 
     /// Layer names as used in weight files: "<index>.<kind>".
-    public var layerNames: [String] { layers.enumerated().map { "\($0.offset).\($0.element.kind)" } }
+    public var layerNames: [String] { layers.enumerated().map { "\($0.offset).\($0.element.kind.rawValue)" } }
 }
 
 /// A trained model: its definition and one `LayerWeights` per layer (empty for layers without

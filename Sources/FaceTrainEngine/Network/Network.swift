@@ -293,9 +293,9 @@ public struct Network: Sendable, CustomStringConvertible {
         guard let poolIndex = definition.layers.lastIndex(of: .globalAveragePool) else {
             throw NetworkError.noEmbedding
         }
-        let normalizeIndex = definition.layers.lastIndex { $0.kind == "l2normalize" }
+        let normalizeIndex = definition.layers.lastIndex { $0.kind == .l2Normalize }
         // An extractor (no classifier after the pool) ends at its embedding: after the neck.
-        let isExtractor = !definition.layers[poolIndex...].contains { $0.kind == "linear" }
+        let isExtractor = !definition.layers[poolIndex...].contains { $0.kind == .linear }
         let embeddingLayer =
             normalizeIndex.map { max($0 - 1, poolIndex) } ?? (isExtractor ? definition.layers.count - 1 : poolIndex)
         guard let stageIndex = stages.firstIndex(where: { lastLayer(of: $0) == embeddingLayer }) else {

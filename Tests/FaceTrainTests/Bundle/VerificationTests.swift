@@ -117,6 +117,21 @@ struct VerificationTests {
         #expect(problems.contains { $0.file == "model.onnx" })
     }
 
+    /// A class's kind and id follow from its label: a manifest that calls user 17 negative, or
+    /// gives user 23 another id, is refused.
+    @Test func aClassWhoseKindOrIdContradictsItsLabelIsRefused() throws {
+        let models = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: models) }
+        let url = try BundleFixture.publish(in: models)
+        try rewriteManifest(url) { manifest in
+            manifest.classes[2].kind = "negative"
+            manifest.classes[3].id = 99
+        }
+        let problems = BundleVerifier.verify(url).problems.filter { $0.file == "manifest.json" }.map(\.message)
+        #expect(problems.contains { $0.hasPrefix("class '17' is of kind 'negative'") }, "\(problems)")
+        #expect(problems.contains("user class '23' does not carry its id as its label"), "\(problems)")
+    }
+
     @Test func copiedVersionDirectoryIsRefused() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }

@@ -192,7 +192,7 @@ import Testing
         var network = try Network(definition: Self.residualDefinition(), seed: seed)
         var noiseSeed = seed * 100
         network.updateParameters { key, parameter in
-            guard key.contains("batchnorm2d"), parameter.isTrainable else { return }
+            guard key.contains(LayerKindName.batchNorm2D.rawValue), parameter.isTrainable else { return }
             noiseSeed += 1
             let noise = TestData.normal(parameter.value.shape, seed: noiseSeed, standardDeviation: 0.3)
             parameter.value.scalars = zip(parameter.value.scalars, noise.scalars).map(+)
@@ -255,7 +255,7 @@ import Testing
         for (index, (fused, plain)) in zip(network.layers, layers).enumerated() {
             for (a, b) in zip(fused.parameters, plain.parameters) where a.isTrainable {
                 if a.name == "bias", index + 1 < definition.layers.count,
-                    definition.layers[index + 1].kind == "batchnorm2d"
+                    definition.layers[index + 1].kind == .batchNorm2D
                 {
                     // Cancelled by the batch norm: zero up to rounding in both.
                     #expect(a.gradient.scalars.allSatisfy { abs($0) < 1e-5 })
@@ -372,13 +372,16 @@ import Testing
     }
 
     @Test func bundleManifestsRecordTheFormatTheyNeed() {
+        // A manifest lists classes: "1", "2" and a user's id.
+        var tiny = TestData.tinyDefinition()
+        tiny.classLabels = ["1", "2", "3"]
+        var residual = Self.residualDefinition()
+        residual.classLabels = tiny.classLabels
         let plain = Manifest(
-            version: 1, definition: TestData.tinyDefinition(), users: [], training: [:], seed: 1, dataFingerprint: "",
-            gitCommit: nil)
+            version: 1, definition: tiny, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
         #expect(plain.formatVersion == 1)
         let branching = Manifest(
-            version: 1, definition: Self.residualDefinition(), users: [], training: [:], seed: 1, dataFingerprint: "",
-            gitCommit: nil)
+            version: 1, definition: residual, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
         #expect(branching.formatVersion == 2)
         #expect(branching.architecture[6].summary.hasSuffix(", depthwise"))
         #expect(branching.architecture[9].summary.hasSuffix(", 2 groups"))

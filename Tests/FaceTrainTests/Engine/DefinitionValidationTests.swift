@@ -14,7 +14,7 @@ struct DefinitionValidationTests {
         var description: String
         var change: @Sendable (inout ModelDefinition) -> Void
         var index: Int
-        var kind: String
+        var kind: LayerKindName
         var reason: String
     }
 
@@ -25,22 +25,22 @@ struct DefinitionValidationTests {
             change: {
                 $0.layers[0] = .conv2D(inputChannels: 3, outputChannels: 16, kernelSize: 3, stride: 1, padding: 3)
             },
-            index: 0, kind: "conv2d",
+            index: 0, kind: .conv2D,
             reason: "kernel 3, stride 1, padding 3 is not a valid window (the padding must be smaller than the kernel)"),
         Refused(
             description: "a batch norm between the normalisation and the classifier",
             change: { $0.layers.insert(.batchNorm2D(channels: 128, epsilon: 1e-5, momentum: 0.1), at: 18) },
-            index: 18, kind: "batchnorm2d", reason: "an l2Normalize must be followed by a linear layer"),
+            index: 18, kind: .batchNorm2D, reason: "an l2Normalize must be followed by a linear layer"),
         Refused(
             description: "two normalisations in a row",
             change: { $0.layers.insert(.l2Normalize(scale: 4), at: 18) },
-            index: 18, kind: "l2normalize", reason: "two normalisations in a row"),
+            index: 18, kind: .l2Normalize, reason: "two normalisations in a row"),
         Refused(
             description: "a convolution on the pooled vector",
             change: {
                 $0.layers[16] = .conv2D(inputChannels: 128, outputChannels: 128, kernelSize: 1, stride: 1, padding: 0)
             },
-            index: 16, kind: "conv2d", reason: "it needs an image-shaped [C, H, W] input but gets [128]"),
+            index: 16, kind: .conv2D, reason: "it needs an image-shaped [C, H, W] input but gets [128]"),
     ]
 
     static func definition(_ refused: Refused?, labels: [String]) -> ModelDefinition {
@@ -158,6 +158,7 @@ struct DefinitionValidationTests {
         #expect(String(decoding: croppedJSON, as: UTF8.self).contains("\"crop\":3"))
         #expect(try JSONDecoder().decode(InputSpecification.self, from: croppedJSON) == cropped.input)
         #expect(try cropped.layerOutputShapes() == plain.layerOutputShapes())
+        cropped.classLabels = ["1", "2", "3"]  // a manifest's classes: "1", "2" and a user's id
         let manifest = Manifest(
             version: 1, definition: cropped, users: [], training: [:], seed: 1, dataFingerprint: "", gitCommit: nil)
         #expect(manifest.formatVersion == 2)

@@ -61,7 +61,7 @@ import Testing
                 // Float noise (it reached 6e-2 with OpenBLAS's AVX-512 kernel), so check it is zero.
                 let cancelled =
                     parameter.name == "bias" && layerIndex + 1 < network.definition.layers.count
-                    && network.definition.layers[layerIndex + 1].kind == "batchnorm2d"
+                    && network.definition.layers[layerIndex + 1].kind == .batchNorm2D
                 if cancelled {
                     #expect(values.allSatisfy { abs($0) < 1e-4 } && numeric.allSatisfy { abs($0) < 1e-3 })
                 } else {
@@ -162,7 +162,7 @@ import Testing
         var definition = TestData.tinyDefinition()
         definition.layers[4] = .conv2D(inputChannels: 5, outputChannels: 6, kernelSize: 3, stride: 1, padding: 1)
         let problem = ModelDefinitionError.invalidLayer(
-            index: 4, kind: "conv2d", reason: "it expects 5 channels but gets 4")
+            index: 4, kind: .conv2D, reason: "it expects 5 channels but gets 4")
         #expect(throws: problem) { try Network(definition: definition, seed: 1) }
     }
 

@@ -11,18 +11,18 @@ import Testing
 
 @Suite("Metrics, threshold sweep and report")
 struct ScoringTests {
-    let labels = ["1", "2", "3", "4"]
+    let labels: [ClassLabel] = [.notAFace, .unknownPerson, .user(3), .user(4)]
 
     /// Six crops worked out by hand: user 3 right (0.9), user 3 taken for 4 (0.6), user 4 right but
     /// unsure (0.45), a stranger taken for 3 (0.7), a stranger rejected, a non-face taken for 4 (0.5).
     var predictions: [Prediction] {
         [
-            Prediction(path: "a", trueLabel: "3", probabilities: [0.0, 0.05, 0.9, 0.05]),
-            Prediction(path: "b", trueLabel: "3", probabilities: [0.0, 0.1, 0.3, 0.6]),
-            Prediction(path: "c", trueLabel: "4", probabilities: [0.1, 0.2, 0.25, 0.45]),
-            Prediction(path: "d", trueLabel: "2", probabilities: [0.0, 0.2, 0.7, 0.1]),
-            Prediction(path: "e", trueLabel: "2", probabilities: [0.1, 0.8, 0.05, 0.05]),
-            Prediction(path: "f", trueLabel: "1", probabilities: [0.3, 0.1, 0.1, 0.5]),
+            Prediction(path: "a", trueLabel: .user(3), probabilities: [0.0, 0.05, 0.9, 0.05]),
+            Prediction(path: "b", trueLabel: .user(3), probabilities: [0.0, 0.1, 0.3, 0.6]),
+            Prediction(path: "c", trueLabel: .user(4), probabilities: [0.1, 0.2, 0.25, 0.45]),
+            Prediction(path: "d", trueLabel: .unknownPerson, probabilities: [0.0, 0.2, 0.7, 0.1]),
+            Prediction(path: "e", trueLabel: .unknownPerson, probabilities: [0.1, 0.8, 0.05, 0.05]),
+            Prediction(path: "f", trueLabel: .notAFace, probabilities: [0.3, 0.1, 0.1, 0.5]),
         ]
     }
 
@@ -31,14 +31,18 @@ struct ScoringTests {
     /// rate at the chosen threshold is reported.
     @Test func bankStrangersThatScoreHighChooseAStricterThreshold() {
         let users = (0..<20).map { index in
-            Prediction(path: "u\(index)", trueLabel: "3", probabilities: [0, 0, 0.5 + Float(index) / 40, 0.5 - Float(index) / 40])
+            Prediction(
+                path: "u\(index)", trueLabel: .user(3),
+                probabilities: [0, 0, 0.5 + Float(index) / 40, 0.5 - Float(index) / 40])
         }
         let heldOutStrangers = (0..<20).map { index in
-            Prediction(path: "s\(index)", trueLabel: "2", probabilities: [0, 0.7, 0.3, 0])
+            Prediction(path: "s\(index)", trueLabel: .unknownPerson, probabilities: [0, 0.7, 0.3, 0])
         }
-        let quietBank = (0..<20).map { Prediction(path: "b\($0)", trueLabel: "2", probabilities: [0, 0.6, 0.4, 0]) }
+        let quietBank = (0..<20).map {
+            Prediction(path: "b\($0)", trueLabel: .unknownPerson, probabilities: [0, 0.6, 0.4, 0])
+        }
         let loudBank = (0..<20).map { index in
-            Prediction(path: "b\(index)", trueLabel: "2", probabilities: [0, 0, 0.5 + Float(index) / 50, 0])
+            Prediction(path: "b\(index)", trueLabel: .unknownPerson, probabilities: [0, 0, 0.5 + Float(index) / 50, 0])
         }
         let all = users + heldOutStrangers
         let lenient = Scoring.chooseThreshold(
@@ -86,7 +90,7 @@ struct ScoringTests {
     @Test func simulatedStrangersDropTheTrueClass() {
         let strangers = Scoring.simulatedStrangers(predictions, classLabels: labels)
         #expect(strangers.count == 3)
-        #expect(strangers.allSatisfy { $0.trueLabel == "2" })
+        #expect(strangers.allSatisfy { $0.trueLabel == .unknownPerson })
         // Crop a without class 3: [0, 0.05, 0, 0.05] / 0.1 -> user 4 at 0.5.
         #expect(abs(strangers[0].probabilities[3] - 0.5) < 1e-6)
         #expect(strangers[0].probabilities[2] == 0)

@@ -19,7 +19,7 @@ struct ExportFormTableTests {
         try #require(LayerSpecification.everyKind.allSatisfy { $0.layerKind is any ExportLowering })
         let table = ExportFormTable.entries
         for layer in LayerSpecification.everyKind {
-            let entries = table[layer.kind]
+            let entries = table[layer.kind.rawValue]
             #expect(entries != nil, "\(layer.kind) is missing from the table")
             #expect((entries ?? []).isEmpty == layer.layerKind.isIdentityAtInference, "\(layer.kind)")
         }

@@ -115,7 +115,7 @@ struct FitJobTests {
         let rows = try #require(strangers.sources["leave_users_out"])
         #expect(!rows.isEmpty)
         let labels = dataset.labels.map(String.init)
-        let userColumns = labels.indices.filter { !NegativeClass.isNegative(dataset.labels[$0]) }
+        let userColumns = labels.indices.filter { ClassLabel.isUser(id: dataset.labels[$0]) }
         var sums: [Float] = []
         for row in rows {
             let kept = userColumns.filter { row.probabilities[$0] > 0 }

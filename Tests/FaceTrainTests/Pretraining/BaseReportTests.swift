@@ -30,6 +30,8 @@ import Testing
         foreign.recipe.teacher = "<script>x</script>.h5"
         let foreignHTML = BaseReport.html(foreign)
         #expect(!foreignHTML.contains("<script>") && foreignHTML.contains("&lt;script&gt;x&lt;/script&gt;.h5"))
+        foreign.recipe.teacher = "\"quoted\" 'teacher'.h5"
+        #expect(BaseReport.html(foreign).contains("teacher &quot;quoted&quot; &#39;teacher&#39;.h5 ("))
 
         var whole = manifest
         whole.definition.input = input.cropping(0)
