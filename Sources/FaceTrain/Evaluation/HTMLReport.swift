@@ -294,12 +294,12 @@ public struct HTMLReport {
         for point in embeddings {
             let x = px(Double(point.x))
             let y = py(Double(point.y))
-            switch point.label {
-            case "1":
+            switch ClassLabel(point.label) {
+            case .notAFace:
                 svg +=
                     "<path d='M\(x - 3),\(y - 3)L\(x + 3),\(y + 3)M\(x - 3),\(y + 3)L\(x + 3),\(y - 3)' "
                     + "stroke='#555' stroke-width='1.5'><title>not a face</title></path>"
-            case "2":
+            case .unknownPerson:
                 svg +=
                     "<rect x='\(x - 3)' y='\(y - 3)' width='6' height='6' fill='none' stroke='#000'>"
                     + "<title>unknown person</title></rect>"
