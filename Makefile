@@ -65,12 +65,12 @@ serve: release
 admin-screenshot: release
 	SCREENSHOT=$(or $(SCREENSHOT),.build/admin.png) bash Tests/Scripts/admin_screenshot.sh
 
-# Tests run optimised: training and gradient checks are what they exercise. Tests/Scripts/test.sh
+# The lint first, then the tests, optimised: training and gradient checks are what they exercise. Tests/Scripts/test.sh
 # runs them on the OpenBLAS kernel the binary runs on this CPU, then the fuzz smoke run, the engine's
 # suites again with Swift's checks on (-O, not -Ounchecked, in .build/checked: an out-of-bounds index
 # traps instead of reading garbage), and the numerically sensitive suites on every other kernel this
 # CPU can execute (Prescott, Haswell, SkylakeX, Cooperlake), printing which ran and which were skipped.
-test: deps pydeps
+test: deps pydeps lint
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
 	SWIFT=$(SWIFT) bash Tests/Scripts/test.sh
 
@@ -111,11 +111,12 @@ quality: release
 bench: release
 	bash Tests/Scripts/bench.sh
 
+# The house style (.swift-format: 120 columns, 4 spaces); --strict makes every finding fail. `make test` runs it.
 lint:
-	$(SWIFT) format lint --recursive Sources Tests Package.swift
+	$(SWIFT) format lint --strict --recursive Sources Tests Fuzz Package.swift
 
 format:
-	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+	$(SWIFT) format --in-place --recursive Sources Tests Fuzz Package.swift
 
 clean:
 	$(SWIFT) package clean

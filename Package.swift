@@ -55,11 +55,15 @@ let package = Package(
         // MARK: - Command-line tool: parses arguments and calls the libraries
         .executableTarget(
             name: "FaceTrainCLI",
-            dependencies: ["FaceTrain", "FaceTrainEngine", "FaceTrainSynthesis", "FaceTrainBenchmark", "FaceTrainServer"]
+            dependencies: [
+                "FaceTrain", "FaceTrainEngine", "FaceTrainSynthesis", "FaceTrainBenchmark", "FaceTrainServer",
+            ]
         ),
 
         // MARK: - Tests
-        .target(name: "FaceTrainTestSupport", dependencies: ["FaceTrain", "FaceTrainEngine"], path: "Tests/FaceTrainTestSupport"),
+        .target(
+            name: "FaceTrainTestSupport", dependencies: ["FaceTrain", "FaceTrainEngine"],
+            path: "Tests/FaceTrainTestSupport"),
         .testTarget(
             name: "FaceTrainTests",
             dependencies: [

@@ -37,8 +37,10 @@ func png(width: Int, height: Int, format: UInt32, channels: Int) -> Data {
 
 /// An APP1 Exif segment whose IFD0 holds only the orientation tag, little-endian TIFF.
 func exifSegment(orientation: UInt8) -> [UInt8] {
-    let tiff: [UInt8] = [0x49, 0x49, 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x01, 0x03, 0x00,
-                         0x01, 0x00, 0x00, 0x00, orientation, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
+    let tiff: [UInt8] = [
+        0x49, 0x49, 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x01, 0x03, 0x00,
+        0x01, 0x00, 0x00, 0x00, orientation, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ]
     let payload = Array("Exif".utf8) + [0, 0] + tiff
     let length = payload.count + 2
     return [0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload
@@ -50,8 +52,12 @@ write("image", "gradient.jpg", jpeg)
 write("image", "rotated.jpg", Data(jpeg.prefix(2)) + Data(exifSegment(orientation: 6)) + jpeg.dropFirst(2))
 write("image", "grey.png", png(width: 24, height: 24, format: 0, channels: 1))
 write("image", "rgb.png", png(width: 24, height: 32, format: UInt32(PNG_FORMAT_FLAG_COLOR), channels: 3))
-write("image", "rgba.png", png(width: 24, height: 24, format: UInt32(PNG_FORMAT_FLAG_COLOR | PNG_FORMAT_FLAG_ALPHA), channels: 4))
-write("image", "grey.pgm", Data("P5\n# a comment\n24 24\n255\n".utf8) + Data(gradient(width: 24, height: 24, channels: 1)))
+write(
+    "image", "rgba.png",
+    png(width: 24, height: 24, format: UInt32(PNG_FORMAT_FLAG_COLOR | PNG_FORMAT_FLAG_ALPHA), channels: 4))
+write(
+    "image", "grey.pgm", Data("P5\n# a comment\n24 24\n255\n".utf8) + Data(gradient(width: 24, height: 24, channels: 1))
+)
 write("image", "rgb.ppm", Data("P6 24 24 255\n".utf8) + Data(gradient(width: 24, height: 24, channels: 3)))
 write("image", "text.pgm", Data(("P2 24 24 15\n" + (0..<576).map { String($0 % 16) }.joined(separator: " ")).utf8))
 

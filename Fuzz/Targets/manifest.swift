@@ -13,10 +13,12 @@ public func fuzzManifest(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     // The content hash is promised stable across a write and a read (bundles are checked against it).
     guard let canonical = try? manifest.canonicalContent(), let written = try? manifest.encoded() else { return 0 }
     guard let reread = try? Manifest.decode(written) else {
-        fatalError("a manifest that decoded cannot be read back after encoding:\n\(String(decoding: written, as: UTF8.self))")
+        fatalError(
+            "a manifest that decoded cannot be read back after encoding:\n\(String(decoding: written, as: UTF8.self))")
     }
     guard (try? reread.canonicalContent()) == canonical else {
-        fatalError("the canonical content changed across encode and decode:\n\(String(decoding: written, as: UTF8.self))")
+        fatalError(
+            "the canonical content changed across encode and decode:\n\(String(decoding: written, as: UTF8.self))")
     }
     return 0
 }

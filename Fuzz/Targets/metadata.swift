@@ -1,9 +1,10 @@
+import FaceTrainEngine
+import Foundation
+
 // libFuzzer target: a data folder's users.json and <id>/user.json (UserMetadataReader, as `data check`,
 // `fit` and `serve` read them), then the name checks `serve` applies to what was read.
 @testable import FaceTrain
-import FaceTrainEngine
 @testable import FaceTrainServer
-import Foundation
 
 /// The readers take a file: one per process, rewritten for every input (in /dev/shm when there is one).
 let metadataFile: URL = {

@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// Size and work of a named architecture, computed from its definition (`facetrain architectures`).
 public struct ArchitectureSummary: Sendable, Codable, Equatable {
     public var name: String

@@ -216,7 +216,8 @@ public struct FLOPCount: Sendable, Equatable {
     /// Throws when the definition does not check (`ModelDefinition.layerOutputShapes`).
     public init(definition: ModelDefinition) throws(ModelDefinitionError) {
         let outputs = try definition.layerOutputShapes()
-        let inputs = [[definition.input.channels, definition.input.networkHeight, definition.input.networkWidth]] + outputs
+        let inputs =
+            [[definition.input.channels, definition.input.networkHeight, definition.input.networkWidth]] + outputs
         let perLayer = definition.layers.indices.map {
             definition.layers[$0].layerKind.forwardFLOPs(inputShape: inputs[$0], outputShape: outputs[$0])
         }

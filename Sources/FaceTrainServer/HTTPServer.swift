@@ -165,8 +165,9 @@ public final class HTTPServer: @unchecked Sendable {
         // Connection memory holds headers and the post processor's buffer, not bodies (we copy those).
         daemon = address.withPointer { socketAddress in
             cmhd_start_daemon(
-            UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted, Unmanaged.passUnretained(self).toOpaque(),
-            UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
+                UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted,
+                Unmanaged.passUnretained(self).toOpaque(),
+                UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
         }
         guard let daemon else {
             if tls != nil {

@@ -1,5 +1,8 @@
 import Foundation
 
+// The backgrounds synthetic crops are drawn on (gradients, noise, stripes) and the colour model
+// they use. Not the faces or the non-face scenes (FaceRenderer, NonFaceRenderer).
+
 extension Color {
     /// A colour from hue (turns, [0, 1)), saturation and value.
     init(hue: Float, saturation: Float, value: Float) {

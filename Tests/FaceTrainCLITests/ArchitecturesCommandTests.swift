@@ -14,7 +14,10 @@ import Testing
 
     @Test func jsonListsEveryArchitectureWithSizesFromItsDefinition() throws {
         let entries = try Self.listing()
-        #expect(entries.map { $0["name"] as? String } == ["ref-small", "ref-small-gdc", "ref-deep-gdc", "ref-deeper-gdc", "mobile-face"])
+        #expect(
+            entries.map { $0["name"] as? String } == [
+                "ref-small", "ref-small-gdc", "ref-deep-gdc", "ref-deeper-gdc", "mobile-face",
+            ])
         for entry in entries {
             let name = try #require(entry["name"] as? String)
             #expect(entry["input_size"] as? Int == 64 && entry["width"] as? Int == 32 && entry["classes"] as? Int == 42)
@@ -41,7 +44,8 @@ import Testing
         // ref-deep-gdc's three extra convolutions cost the same at every resolution: 9 · 64² · 32²
         // multiply-adds (64 channels at 32x32, 128 at 16x16, 256 at 8x8), each x 2.
         let deep = try #require(entries[2]["forward_mflop_per_image"] as? Double)
-        #expect(abs(deep - globalDepthwise - 3 * 2 * 9 * 64 * 64 * 32 * 32 / 1e6) < 0.001, "\(deep) vs \(globalDepthwise)")
+        #expect(
+            abs(deep - globalDepthwise - 3 * 2 * 9 * 64 * 64 * 32 * 32 / 1e6) < 0.001, "\(deep) vs \(globalDepthwise)")
         // ref-deeper-gdc adds two more of the same cost, at 16x16 and at 8x8.
         let deeper = try #require(entries[3]["forward_mflop_per_image"] as? Double)
         #expect(abs(deeper - deep - 2 * 2 * 9 * 64 * 64 * 32 * 32 / 1e6) < 0.001, "\(deeper) vs \(deep)")
@@ -72,7 +76,9 @@ import Testing
             let result = try CLIRunner.run(command)
             #expect(result.status == 64, "\(command[0]): \(result.standardError)")
             #expect(
-                result.standardError.contains("architecture 'resnet-1000' is not known; known: ref-small, ref-small-gdc, ref-deep-gdc, ref-deeper-gdc, mobile-face"),
+                result.standardError.contains(
+                    "architecture 'resnet-1000' is not known; known: ref-small, ref-small-gdc, ref-deep-gdc, ref-deeper-gdc, mobile-face"
+                ),
                 "\(command[0]): \(result.standardError)")
         }
         let bad = try CLIRunner.run(["architectures", "--width", "0"])

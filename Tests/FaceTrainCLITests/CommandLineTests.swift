@@ -22,7 +22,8 @@ struct CommandLineTests {
         if flags.contains("avx512f") && flags.contains("avx512bw") {
             // Cooperlake (where OpenBLAS picks it on a BF16 CPU) runs SkylakeX's float kernels.
             #expect(
-                chosen.standardOutput.contains("SkylakeX kernel") || chosen.standardOutput.contains("Cooperlake kernel"))
+                chosen.standardOutput.contains("SkylakeX kernel") || chosen.standardOutput.contains("Cooperlake kernel")
+            )
         } else if flags.contains(" avx2") && flags.contains(" fma") {
             #expect(chosen.standardOutput.contains("Haswell kernel"))
         }
@@ -36,7 +37,8 @@ struct CommandLineTests {
         let unknownCPU = Self.choosing.merging([
             "FACETRAIN_TEST_COMMANDS": "1", "FACETRAIN_TEST_UNKNOWN_CPU": "1", "OPENBLAS_CORETYPE": "Prescott",
         ]) { $1 }
-        let output = try CLIRunner.run(["blas"], environment: unknownCPU.merging(["FACETRAIN_TEST_CPU_FLAGS": Self.avx2Flags]) { $1 })
+        let output = try CLIRunner.run(
+            ["blas"], environment: unknownCPU.merging(["FACETRAIN_TEST_CPU_FLAGS": Self.avx2Flags]) { $1 })
         #expect(output.status == 0, "\(output.standardError)")
         #expect(output.standardOutput.contains("(Haswell kernel"), "\(output.standardOutput)")
         #expect(output.standardOutput.contains("Kernel chosen by: facetrain (Haswell)"))
@@ -48,7 +50,8 @@ struct CommandLineTests {
             ["blas"], environment: unknownCPU.merging(["FACETRAIN_TEST_BLAS_SELF_CHECK": "fail"]) { $1 })
         #expect(failing.status == 0)
         #expect(failing.standardError.contains("failed its self-check; using OpenBLAS's default"))
-        #expect(failing.standardOutput.contains("Kernel chosen by: OpenBLAS (facetrain's choice failed its self-check)"))
+        #expect(
+            failing.standardOutput.contains("Kernel chosen by: OpenBLAS (facetrain's choice failed its self-check)"))
         #expect(!failing.standardOutput.contains("Kernel chosen by: facetrain ("))
     }
 
@@ -78,7 +81,8 @@ struct CommandLineTests {
 
         let check = try CLIRunner.run(["blas", "--check", "SkylakeX"], environment: avx2CPU)
         #expect(check.status == 1)
-        #expect(check.standardError.contains("SkylakeX: this CPU lacks avx512bw, avx512cd, avx512dq, avx512f, avx512vl"))
+        #expect(
+            check.standardError.contains("SkylakeX: this CPU lacks avx512bw, avx512cd, avx512dq, avx512f, avx512vl"))
         let runnable = try CLIRunner.run(["blas", "--check", "haswell"], environment: avx2CPU)
         #expect(runnable.status == 0 && runnable.standardOutput.contains("can run it"))
         let unknown = try CLIRunner.run(["blas", "--check", "SapphireRapids"])

@@ -204,7 +204,9 @@ struct ExportAndPredictTests {
         return probe?.status == 0
     }
 
-    @Test(.enabled(if: realCropConsumersPresent, "needs ../shared/datasets/cs131 and python3 with onnxruntime, coremltools"))
+    @Test(
+        .enabled(
+            if: realCropConsumersPresent, "needs ../shared/datasets/cs131 and python3 with onnxruntime, coremltools"))
     func predictAgreesWithOnnxRuntimeAndCoreMLOnRealCrops() throws {
         try #require(
             FileManager.default.fileExists(atPath: Self.celebrities.path), "\(Self.celebrities.path) is missing")
@@ -265,7 +267,9 @@ struct ExportAndPredictTests {
         let checkFile = ExportCheckFile(
             mlmodel: bundle.appendingPathComponent(CoreMLExporter.fileName).path,
             onnx: bundle.appendingPathComponent(ONNXExporter.fileName).path, labels: labels,
-            input: .init(name: "image", width: manifest.input.width, height: manifest.input.height, channels: 3, colorSpace: "RGB"),
+            input: .init(
+                name: "image", width: manifest.input.width, height: manifest.input.height, channels: 3,
+                colorSpace: "RGB"),
             outputs: .init(label: "classLabel", probabilities: "classProbability"),
             metadata: .init(
                 version: manifest.version, versionString: String(manifest.version),

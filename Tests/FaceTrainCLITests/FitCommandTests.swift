@@ -24,9 +24,13 @@ struct FitCommandTests {
     }
 
     /// Small and fast: 32 px input, a quarter of ref-small's width.
-    static let quickFit = ["--base", "none", "--epochs", "30", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+    static let quickFit = [
+        "--base", "none", "--epochs", "30", "--batch-size", "16", "--input-size", "32", "--width", "8",
+    ]
     /// Long enough that a run can be killed part-way.
-    static let longFit = ["--base", "none", "--epochs", "60", "--batch-size", "16", "--input-size", "32", "--width", "8"]
+    static let longFit = [
+        "--base", "none", "--epochs", "60", "--batch-size", "16", "--input-size", "32", "--width", "8",
+    ]
 
     /// Starts `arguments` (a fit with `--json`) in the background and returns once `epoch` is done.
     static func backgroundFit(_ arguments: [String], afterEpoch epoch: Int) throws -> CLIRunner.Background {
@@ -62,14 +66,17 @@ struct FitCommandTests {
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
         // Run inside another git repository: the manifest names facetrain's commit, not that one.
         let elsewhere = data.deletingLastPathComponent()
-        for command in [["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "t"]] {
+        for command in [
+            ["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "t"],
+        ] {
             #expect(try CLIRunner.runProgram("/usr/bin/git", ["-C", elsewhere.path] + command).status == 0)
         }
         let fit = try CLIRunner.run(
             ["fit", "--data", data.path, "--out", models.path] + Self.quickFit, in: elsewhere)
         #expect(fit.status == 0, "\(fit.standardError)")
-        let manifest = try JSONSerialization.jsonObject(
-            with: Data(contentsOf: models.appendingPathComponent("1/manifest.json"))) as! [String: Any]
+        let manifest =
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: models.appendingPathComponent("1/manifest.json"))) as! [String: Any]
         let checkout = CLIRunner.binary.resolvingSymlinksInPath().path.components(separatedBy: "/.build/")[0]
         let facetrainHead = try CLIRunner.runProgram("/usr/bin/git", ["-C", checkout, "rev-parse", "HEAD"])
             .standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)

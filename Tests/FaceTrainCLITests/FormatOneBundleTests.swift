@@ -13,7 +13,8 @@ import Testing
         let root = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let bundle = root.appendingPathComponent("models/1")
-        try FileManager.default.createDirectory(at: bundle.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: bundle.deletingLastPathComponent(), withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: Self.fixtures.appendingPathComponent("1"), to: bundle)
 
         let verified = try CLIRunner.run(["verify", bundle.path])
@@ -47,7 +48,8 @@ import Testing
         let (now, then) = (try probabilities(predicted.standardOutput), try probabilities(expected))
         #expect(Set(now.keys) == Set(then.keys))
         for (label, probability) in then {
-            #expect(abs((now[label] ?? -1) - probability) <= 1e-5, "\(label): \(now[label] ?? -1) against \(probability)")
+            #expect(
+                abs((now[label] ?? -1) - probability) <= 1e-5, "\(label): \(now[label] ?? -1) against \(probability)")
         }
     }
 }

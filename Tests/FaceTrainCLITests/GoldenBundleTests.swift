@@ -57,7 +57,9 @@ struct GoldenBundleTests {
             let q = try #require(recorded["probabilities"] as? [String: Double])
             #expect(Set(p.keys) == Set(q.keys))
             for (label, value) in q {
-                #expect(abs((p[label] ?? -1) - value) < 1e-5, "\(current["file"]!) class \(label): \(p[label]!) vs \(value)")
+                #expect(
+                    abs((p[label] ?? -1) - value) < 1e-5, "\(current["file"]!) class \(label): \(p[label]!) vs \(value)"
+                )
             }
         }
 

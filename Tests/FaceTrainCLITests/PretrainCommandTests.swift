@@ -1,6 +1,7 @@
 import FaceTrainTestSupport
 import Foundation
 import Testing
+
 @testable import FaceTrain
 @testable import FaceTrainBenchmark
 @testable import FaceTrainEngine
@@ -18,19 +19,24 @@ struct PretrainCommandTests {
         ])
         try #require(synth.status == 0, "\(synth.standardError)")
         // Classes 1 and 2 and the metadata belong to a user data folder, not to a corpus of identities.
-        for name in ["1", "2", "users.json"] { try FileManager.default.removeItem(at: root.appendingPathComponent(name)) }
+        for name in ["1", "2", "users.json"] {
+            try FileManager.default.removeItem(at: root.appendingPathComponent(name))
+        }
         return root
     }
 
     /// Pretrains a small base at `base` from a fresh 40-identity synthetic corpus (removed after),
     /// its crop cache beside the base.
     /// `named: false` leaves `--name` out, so the base takes pretrain's default name.
-    static func tinyBase(at base: URL, epochs: Int, extra: [String] = [], named: Bool = true) throws -> CLIRunner.Result {
+    static func tinyBase(at base: URL, epochs: Int, extra: [String] = [], named: Bool = true) throws -> CLIRunner.Result
+    {
         let corpus = try syntheticCorpus(identities: 40, crops: 4)
         defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         return try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", String(epochs),
-             "--cache", base.deletingLastPathComponent().appendingPathComponent("cache").path] + extra
+            [
+                "pretrain", "--data", corpus.path, "--out", base.path, "--epochs", String(epochs),
+                "--cache", base.deletingLastPathComponent().appendingPathComponent("cache").path,
+            ] + extra
                 + (named ? small : Array(small.dropLast(2))))
     }
 
@@ -72,7 +78,10 @@ struct PretrainCommandTests {
         // --remeasure measures the same weights again: the same numbers, the same weights and bank.
         let remeasured = root.appendingPathComponent("remeasured")
         let again0 = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", remeasured.path, "--remeasure", base.path, "--cache", cache.path])
+            [
+                "pretrain", "--data", corpus.path, "--out", remeasured.path, "--remeasure", base.path, "--cache",
+                cache.path,
+            ])
         #expect(again0.status == 0, "\(again0.standardError)")
         let reloaded = try BaseModel.load(from: remeasured)
         #expect(reloaded.manifest.verification == loaded.manifest.verification)
@@ -85,8 +94,10 @@ struct PretrainCommandTests {
 
         // A second run reuses the cache; a changed crop is decoded again, alone.
         let again = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b2").path, "--epochs", "1",
-             "--cache", cache.path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b2").path, "--epochs", "1",
+                "--cache", cache.path,
+            ] + Self.small)
         #expect(again.status == 0, "\(again.standardError)")
         #expect(again.standardOutput.contains("1200 crops reused, 0 decoded"), "\(again.standardOutput)")
         // New content under an old name (a grey PGM no other crop shares) is decoded; the rest is copied.
@@ -95,8 +106,10 @@ struct PretrainCommandTests {
         pgm.append(contentsOf: (0..<1600).map { UInt8(($0 * 37) % 251) })
         try pgm.write(to: changed)
         let third = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b3").path, "--epochs", "1",
-             "--cache", cache.path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b3").path, "--epochs", "1",
+                "--cache", cache.path,
+            ] + Self.small)
         #expect(third.status == 0, "\(third.standardError)")
         #expect(third.standardOutput.contains("1199 crops reused, 1 decoded"), "\(third.standardOutput)")
         #expect(third.standardError.contains("rebuilt: files of the corpus changed"))
@@ -106,8 +119,10 @@ struct PretrainCommandTests {
             try FileManager.default.contentsOfDirectory(atPath: cache.path).first { $0.hasSuffix(".cache") })
         try BundleFixture.flipByte(in: cache.appendingPathComponent(cacheFile), at: 50_000)
         let fourth = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b4").path, "--epochs", "1",
-             "--cache", cache.path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b4").path, "--epochs", "1",
+                "--cache", cache.path,
+            ] + Self.small)
         #expect(fourth.status == 0, "\(fourth.standardError)")
         #expect(fourth.standardError.contains("is damaged (its checksum does not match)"), "\(fourth.standardError)")
         #expect(fourth.standardOutput.contains("0 crops reused, 1200 decoded"))
@@ -189,7 +204,9 @@ struct PretrainCommandTests {
             "pretrain", "--data", "/nonexistent", "--out", "/tmp/x", "--teacher", "/tmp/t.h5", "--teacher-loss", "mse",
         ])
         #expect(run.status == 64)
-        #expect(run.standardError.contains("--teacher-loss mse is not known; use relational or feature"), "\(run.standardError)")
+        #expect(
+            run.standardError.contains("--teacher-loss mse is not known; use relational or feature"),
+            "\(run.standardError)")
     }
 
     /// Each number of the recipe outside its range: usage errors (64) that name the range.
@@ -219,8 +236,10 @@ struct PretrainCommandTests {
         let teacher = root.appendingPathComponent("teacher.h5")
         try Self.writeTeacher(for: corpus, to: teacher)
         let made = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--cache", cache.path,
-             "--centre-crop", "0.8", "--min-area", "0.6", "--teacher", teacher.path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "2", "--cache", cache.path,
+                "--centre-crop", "0.8", "--min-area", "0.6", "--teacher", teacher.path,
+            ] + Self.small)
         try #require(made.status == 0, "\(made.standardError)")
         let loaded = try BaseModel.load(from: base)
         // 32-px network input, 0.8 of the side: 40-px crops, 4 pixels cut from every edge.
@@ -228,13 +247,17 @@ struct PretrainCommandTests {
         #expect(loaded.manifest.recipe.augmentation.minimumArea == 0.6)
         let input = loaded.extractor.definition.input
         #expect(input.width == 40 && input.height == 40 && input.crop == 4 && input.networkWidth == 32)
-        #expect(loaded.extractor.definition.layers == ModelDefinition.extractor(architecture: "ref-small", inputSize: 32, width: 8).layers)
+        #expect(
+            loaded.extractor.definition.layers
+                == ModelDefinition.extractor(architecture: "ref-small", inputSize: 32, width: 8).layers)
 
         // The whole crop again, by --remeasure: the same weights, no crop, another name and version.
         let whole = root.appendingPathComponent("whole")
         let remeasured = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", whole.path, "--remeasure", base.path, "--cache", cache.path,
-             "--centre-crop", "1", "--name", "whole-crop", "--version", "2"])
+            [
+                "pretrain", "--data", corpus.path, "--out", whole.path, "--remeasure", base.path, "--cache", cache.path,
+                "--centre-crop", "1", "--name", "whole-crop", "--version", "2",
+            ])
         try #require(remeasured.status == 0, "\(remeasured.standardError)")
         let wholeBase = try BaseModel.load(from: whole)
         #expect(wholeBase.manifest.recipe.centreCrop == nil && wholeBase.manifest.formatVersion == 1)
@@ -248,14 +271,16 @@ struct PretrainCommandTests {
 
         let models = root.appendingPathComponent("models")
         for extra in [[], ["--fine-tune", "all", "--epochs", "1"]] {
-            let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--base", base.path] + extra)
+            let fit = try CLIRunner.run(
+                ["fit", "--data", data.path, "--out", models.path, "--base", base.path] + extra)
             try #require(fit.status == 0, "\(fit.standardError)")
         }
         for version in ["1", "2"] {
             let bundle = models.appendingPathComponent(version)
             let verified = try CLIRunner.run(["verify", bundle.path])
             #expect(verified.status == 0, "\(verified.standardOutput)\(verified.standardError)")
-            let manifest = try JSONDecoder().decode(Manifest.self, from: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
+            let manifest = try JSONDecoder().decode(
+                Manifest.self, from: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
             #expect(manifest.input == input && manifest.formatVersion == 2)
             let crop = data.appendingPathComponent("3").path
             let image = try #require(try FileManager.default.contentsOfDirectory(atPath: crop).sorted().first)
@@ -270,8 +295,10 @@ struct PretrainCommandTests {
         defer { try? FileManager.default.removeItem(at: root) }
         let base = root.appendingPathComponent("out/base")
         let arguments =
-            ["pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "40", "--json",
-             "--cache", root.appendingPathComponent("cache").path] + Self.small
+            [
+                "pretrain", "--data", corpus.path, "--out", base.path, "--epochs", "40", "--json",
+                "--cache", root.appendingPathComponent("cache").path,
+            ] + Self.small
         let background = try CLIRunner.Background(arguments, environment: [:])
         let deadline = Date().addingTimeInterval(300)
         while !background.standardOutput.contains("\"epoch\":1,") && background.process.isRunning && Date() < deadline {
@@ -282,7 +309,8 @@ struct PretrainCommandTests {
         #expect(background.process.terminationStatus == 1)
         #expect(background.standardError.contains("interrupted"), "\(background.standardError)")
         #expect(!FileManager.default.fileExists(atPath: base.path))
-        let checkpoints = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("out/.checkpoints").path)
+        let checkpoints = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent("out/.checkpoints").path)
         #expect(checkpoints.contains { $0.hasSuffix(".checkpoint") }, "\(checkpoints)")
         let finish = try CLIRunner.run(arguments + ["--resume"])
         #expect(finish.status == 0, "\(finish.standardError)")
@@ -295,8 +323,10 @@ struct PretrainCommandTests {
         // One crop per identity: nothing to learn what keeps a person's crops together.
         let single = try Self.syntheticCorpus(identities: 30, crops: 1)
         let one = try CLIRunner.run(
-            ["pretrain", "--data", single.path, "--out", root.appendingPathComponent("b").path,
-             "--cache", root.appendingPathComponent("c").path] + Self.small)
+            [
+                "pretrain", "--data", single.path, "--out", root.appendingPathComponent("b").path,
+                "--cache", root.appendingPathComponent("c").path,
+            ] + Self.small)
         #expect(one.status == 1)
         #expect(one.standardError.contains("has two crops or more"), "\(one.standardError)")
         try? FileManager.default.removeItem(at: single.deletingLastPathComponent())
@@ -306,15 +336,19 @@ struct PretrainCommandTests {
         defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         try Data("not a jpeg".utf8).write(to: corpus.appendingPathComponent("5/broken.jpg"))
         let bad = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b").path, "--epochs", "1",
-             "--cache", root.appendingPathComponent("c").path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b").path, "--epochs", "1",
+                "--cache", root.appendingPathComponent("c").path,
+            ] + Self.small)
         #expect(bad.status == 1)
         #expect(bad.standardError.contains("5/broken.jpg"), "\(bad.standardError)")
         #expect(bad.standardError.contains("--skip-bad"))
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("b").path))
         let skipped = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b").path, "--epochs", "1",
-             "--cache", root.appendingPathComponent("c").path, "--skip-bad"] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("b").path, "--epochs", "1",
+                "--cache", root.appendingPathComponent("c").path, "--skip-bad",
+            ] + Self.small)
         #expect(skipped.status == 0, "\(skipped.standardError)")
         #expect(skipped.standardError.contains("skipped:") && skipped.standardError.contains("broken.jpg"))
 
@@ -322,14 +356,19 @@ struct PretrainCommandTests {
         try Data(#"{"train": ["3", "4", "5", "6"], "val": ["6", "7"], "note": "text"}"#.utf8)
             .write(to: corpus.appendingPathComponent("splits.json"))
         let overlap = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("o").path, "--epochs", "1",
-             "--cache", root.appendingPathComponent("c").path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("o").path, "--epochs", "1",
+                "--cache", root.appendingPathComponent("c").path,
+            ] + Self.small)
         #expect(overlap.status == 1)
         #expect(overlap.standardError.contains("in both \"train\" and \"val\" (first: 6)"), "\(overlap.standardError)")
-        try Data(#"{"train": ["3", "4", "5", "6"], "val": ["7"]}"#.utf8).write(to: corpus.appendingPathComponent("splits.json"))
+        try Data(#"{"train": ["3", "4", "5", "6"], "val": ["7"]}"#.utf8).write(
+            to: corpus.appendingPathComponent("splits.json"))
         let lonely = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("o").path, "--epochs", "1",
-             "--cache", root.appendingPathComponent("c").path, "--skip-bad"] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", root.appendingPathComponent("o").path, "--epochs", "1",
+                "--cache", root.appendingPathComponent("c").path, "--skip-bad",
+            ] + Self.small)
         #expect(lonely.status == 1)
         #expect(lonely.standardError.contains("1 verification identity"), "\(lonely.standardError)")
         let insideData = try CLIRunner.run(
@@ -337,7 +376,9 @@ struct PretrainCommandTests {
         #expect(insideData.status == 64)
         #expect(insideData.standardError.contains("is inside --data"))
 
-        let missing = try CLIRunner.run(["pretrain", "--data", "/nonexistent", "--out", root.appendingPathComponent("x").path])
+        let missing = try CLIRunner.run([
+            "pretrain", "--data", "/nonexistent", "--out", root.appendingPathComponent("x").path,
+        ])
         #expect(missing.status == 1)
         #expect(missing.standardError.contains("is not a folder"))
     }
@@ -355,14 +396,16 @@ struct PretrainCommandTests {
         #expect(fromBase.standardOutput.contains("leave_users_out"))
         let bundle = models.appendingPathComponent("1")
         #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
-        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
+        let manifest =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
             as! [String: Any]
         let training = manifest["training"] as! [String: Any]
         let base = try #require(training["base"] as? [String: Any])
         #expect(base["name"] as? String == builtinName)
         #expect((base["sha256"] as? String)?.count == 64)
         #expect(base["training"] as? String == "head")
-        let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
+        let metrics =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
             as! [String: Any]
         let calibration = try #require(metrics["calibration"] as? [String: Double])
         #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out", "bank", "pooled"])
@@ -372,13 +415,15 @@ struct PretrainCommandTests {
         // The second fit of the same data reuses every cached embedding.
         let again = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path])
         #expect(again.status == 0, "\(again.standardError)")
-        #expect(try Data(contentsOf: bundle.appendingPathComponent("weights.h5"))
-            == Data(contentsOf: models.appendingPathComponent("2/weights.h5")))
+        #expect(
+            try Data(contentsOf: bundle.appendingPathComponent("weights.h5"))
+                == Data(contentsOf: models.appendingPathComponent("2/weights.h5")))
 
         let scratch = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path] + FitCommandTests.quickFit)
         #expect(scratch.status == 0, "\(scratch.standardError)")
-        let scratchManifest = try JSONSerialization.jsonObject(
-            with: Data(contentsOf: models.appendingPathComponent("3/manifest.json"))) as! [String: Any]
+        let scratchManifest =
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: models.appendingPathComponent("3/manifest.json"))) as! [String: Any]
         #expect((scratchManifest["training"] as! [String: Any])["base"] == nil)
 
         // Options of the from-scratch network are refused with a base, saying why.
@@ -397,20 +442,26 @@ struct PretrainCommandTests {
         try #require(fit.status == 0, "\(fit.standardError)")
         let bundle = models.appendingPathComponent("1")
         #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
-        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
+        let manifest =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("manifest.json")))
             as! [String: Any]
         let training = manifest["training"] as! [String: Any]
         #expect((training["base"] as? [String: Any])?["training"] as? String == "all")
         #expect(training["epochs"] as? Int == 2)
-        let metrics = try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
+        let metrics =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: bundle.appendingPathComponent("metrics.json")))
             as! [String: Any]
         let calibration = try #require(metrics["calibration"] as? [String: Double])
         #expect(Set(calibration.keys) == ["held_out_unknown", "leave_users_out", "pooled"])
         #expect(calibration["pooled"]! <= 0.05 + 1e-9, "\(calibration)")
         // Its checkpoints are gone with the run; --width still belongs to --base none.
-        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path)) ?? []
+        let leftovers =
+            (try? FileManager.default.contentsOfDirectory(atPath: models.appendingPathComponent(".checkpoints").path))
+            ?? []
         #expect(leftovers.filter { $0.hasSuffix(".checkpoint") }.isEmpty, "\(leftovers)")
-        let refused = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--fine-tune", "all", "--width", "8"])
+        let refused = try CLIRunner.run([
+            "fit", "--data", data.path, "--out", models.path, "--fine-tune", "all", "--width", "8",
+        ])
         #expect(refused.status == 64)
         #expect(refused.standardError.contains("--width applies to --base none only"))
     }
@@ -423,13 +474,17 @@ struct PretrainCommandTests {
         let made = try Self.tinyBase(at: base, epochs: 1)
         try #require(made.status == 0, "\(made.standardError)")
         // A base of another input size (32 px) fits data read at its own size.
-        let fit = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
-                                     "--base", base.path])
+        let fit = try CLIRunner.run([
+            "fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+            "--base", base.path,
+        ])
         #expect(fit.status == 0, "\(fit.standardError)")
 
         try BundleFixture.flipByte(in: base.appendingPathComponent("weights.h5"), at: 4000)
-        let damaged = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
-                                         "--base", base.path])
+        let damaged = try CLIRunner.run([
+            "fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+            "--base", base.path,
+        ])
         #expect(damaged.status == 1)
         #expect(damaged.standardError.contains("weights.h5: its SHA-256 does not match"), "\(damaged.standardError)")
         #expect(Self.versions(root.appendingPathComponent("m")) == ["1"])
@@ -449,15 +504,21 @@ struct PretrainCommandTests {
             line.hasSuffix("  manifest.json") ? "\(SHA256.hash(manifestData))  manifest.json" : String(line)
         }
         try (sums.joined(separator: "\n") + "\n").write(to: sumsURL, atomically: true, encoding: .utf8)
-        let cropped = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
-                                         "--base", foreign.path])
+        let cropped = try CLIRunner.run([
+            "fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+            "--base", foreign.path,
+        ])
         #expect(cropped.status == 1)
         #expect(cropped.standardError.contains("manifest.json"), "\(cropped.standardError)")
-        #expect(cropped.standardError.contains("a crop of 16 pixels a side leaves nothing of 32x32"), "\(cropped.standardError)")
+        #expect(
+            cropped.standardError.contains("a crop of 16 pixels a side leaves nothing of 32x32"),
+            "\(cropped.standardError)")
         #expect(Self.versions(root.appendingPathComponent("m")) == ["1"])
 
-        let notABase = try CLIRunner.run(["fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
-                                          "--base", data.path])
+        let notABase = try CLIRunner.run([
+            "fit", "--data", data.path, "--out", root.appendingPathComponent("m").path,
+            "--base", data.path,
+        ])
         #expect(notABase.status == 1)
         #expect(notABase.standardError.contains("has no manifest.json"), "\(notABase.standardError)")
     }
@@ -475,7 +536,9 @@ struct PretrainCommandTests {
             return try BaseModel.load(from: base).manifest.data.fingerprint
         }
         let plain = try fingerprint("plain", [])
-        #expect(try fingerprint("grey", ["--greyscale", "0.5", "--learning-rate", "0.001", "--weight-decay", "0.05"]) == plain)
+        #expect(
+            try fingerprint("grey", ["--greyscale", "0.5", "--learning-rate", "0.001", "--weight-decay", "0.05"])
+                == plain)
         // The recipe records what was asked, so `make base` can train it again.
         let recipe = try BaseModel.load(from: root.appendingPathComponent("grey")).manifest.recipe
         #expect(recipe.weightDecay == 0.05 && recipe.learningRate == 0.001)
@@ -484,8 +547,10 @@ struct PretrainCommandTests {
         defer { try? FileManager.default.removeItem(at: corpus.deletingLastPathComponent()) }
         let other = root.appendingPathComponent("other")
         let made = try CLIRunner.run(
-            ["pretrain", "--data", corpus.path, "--out", other.path, "--epochs", "1",
-             "--cache", root.appendingPathComponent("cache").path] + Self.small)
+            [
+                "pretrain", "--data", corpus.path, "--out", other.path, "--epochs", "1",
+                "--cache", root.appendingPathComponent("cache").path,
+            ] + Self.small)
         try #require(made.status == 0, "\(made.standardError)")
         #expect(try BaseModel.load(from: other).manifest.data.fingerprint != plain)
     }
@@ -509,23 +574,31 @@ struct PretrainCommandTests {
         #expect(loaded.manifest.architecture == "mobile-face" && loaded.manifest.recipe.architecture == "mobile-face")
         #expect(loaded.manifest.recipe.augmentation.greyscaleShare == 0.5)
         #expect(loaded.extractor.definition.layers.contains { $0.kind == .add })
-        #expect(loaded.extractor.definition == ModelDefinition.extractor(architecture: "mobile-face", inputSize: 32, width: 8))
+        #expect(
+            loaded.extractor.definition
+                == ModelDefinition.extractor(architecture: "mobile-face", inputSize: 32, width: 8))
 
         let models = root.appendingPathComponent("models")
         let head = try CLIRunner.run(["fit", "--data", data.path, "--out", models.path, "--base", base.path])
         try #require(head.status == 0, "\(head.standardError)")
         let tuned = try CLIRunner.run(
-            ["fit", "--data", data.path, "--out", models.path, "--base", base.path, "--fine-tune", "all", "--epochs", "1"])
+            [
+                "fit", "--data", data.path, "--out", models.path, "--base", base.path, "--fine-tune", "all", "--epochs",
+                "1",
+            ])
         try #require(tuned.status == 0, "\(tuned.standardError)")
         for version in ["1", "2"] {
             let bundle = models.appendingPathComponent(version)
             #expect(try CLIRunner.run(["verify", bundle.path]).status == 0)
-            let manifest = try JSONSerialization.jsonObject(
-                with: Data(contentsOf: bundle.appendingPathComponent("manifest.json"))) as! [String: Any]
+            let manifest =
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: bundle.appendingPathComponent("manifest.json"))) as! [String: Any]
             #expect(manifest["formatVersion"] as? Int == 2)
             #expect((manifest["training"] as! [String: Any])["architecture"] as? String == "mobile-face")
             let layers = (manifest["architecture"] as! [[String: Any]]).map { $0["name"] as! String }
-            #expect(Array(layers.prefix(loaded.extractor.definition.layers.count)) == loaded.extractor.definition.layerNames)
+            #expect(
+                Array(layers.prefix(loaded.extractor.definition.layers.count)) == loaded.extractor.definition.layerNames
+            )
             // The app's file predicts what facetrain predicts (verify compared the exports' structure).
             let crop = data.appendingPathComponent("3").path
             let image = try #require(try FileManager.default.contentsOfDirectory(atPath: crop).sorted().first)
@@ -542,10 +615,12 @@ struct PretrainCommandTests {
             ["fit", "--data", data.path, "--out", models.path, "--architecture", "mobile-face", "--epochs", "3"]
                 + FitCommandTests.quickFit.filter { $0 != "30" && $0 != "--epochs" })
         try #require(scratch.status == 0, "\(scratch.standardError)")
-        let scratchManifest = try JSONSerialization.jsonObject(
-            with: Data(contentsOf: models.appendingPathComponent("3/manifest.json"))) as! [String: Any]
+        let scratchManifest =
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: models.appendingPathComponent("3/manifest.json"))) as! [String: Any]
         #expect((scratchManifest["training"] as! [String: Any])["architecture"] as? String == "mobile-face")
-        #expect((scratchManifest["architecture"] as! [[String: Any]]).count == loaded.extractor.definition.layers.count + 2)
+        #expect(
+            (scratchManifest["architecture"] as! [[String: Any]]).count == loaded.extractor.definition.layers.count + 2)
     }
 
     static func versions(_ models: URL) -> [String] {

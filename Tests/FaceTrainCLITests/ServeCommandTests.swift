@@ -265,7 +265,8 @@ struct ServeCommandTests {
         #expect(try server.json("GET", "/v1/users").status == 200)
         for attempt in 0..<10 {
             let wrong = try server.curl(
-                "GET", "/v1/users", ["-H", "Authorization: Bearer wrong-token-\(attempt)-0123456789"], authorized: false)
+                "GET", "/v1/users", ["-H", "Authorization: Bearer wrong-token-\(attempt)-0123456789"], authorized: false
+            )
             #expect(wrong.status == 401, "attempt \(attempt)")
         }
         let locked = try server.curl("GET", "/v1/users")
@@ -291,7 +292,9 @@ struct ServeCommandTests {
         #expect(try server.json("GET", "/v1/users", authorized: false).status == 401)
         let open = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--listen", "[::]:0"])
         #expect(open.status == 64 && open.standardError.contains("--token-file"), "\(open.standardError)")
-        let unbracketed = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--listen", "::1:0"])
+        let unbracketed = try CLIRunner.run([
+            "serve", "--data", data.path, "--models", models.path, "--listen", "::1:0",
+        ])
         #expect(unbracketed.status == 64 && unbracketed.standardError.contains("[::1]:8080"))
     }
 

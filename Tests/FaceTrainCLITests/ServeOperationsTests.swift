@@ -564,7 +564,9 @@ extension ServeCommandTests {
         #expect(ServerConfiguration.parseListen("127.0.0.1:8080")! == ("127.0.0.1", 8080))
         #expect(ServerConfiguration.parseListen("[::1]:0")! == ("::1", 0))
         #expect(ServerConfiguration.parseListen("[2001:db8::7]:443")! == ("2001:db8::7", 443))
-        for bad in ["::1:8080", "[::1]", "localhost:8080", "127.0.0.1", "127.0.0.1:70000", "[127.0.0.1]:80", "[::g]:80"] {
+        for bad in [
+            "::1:8080", "[::1]", "localhost:8080", "127.0.0.1", "127.0.0.1:70000", "[127.0.0.1]:80", "[::g]:80",
+        ] {
             #expect(ServerConfiguration.parseListen(bad) == nil, "\(bad)")
         }
         #expect(ServerConfiguration.urlHost("::1") == "[::1]")

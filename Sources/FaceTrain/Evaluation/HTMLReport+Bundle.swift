@@ -1,6 +1,9 @@
 import FaceTrainEngine
 import Foundation
 
+// Building an eval report from a bundle and one evaluation run: the data the page shows. Not the
+// page itself (HTMLReport.swift draws it).
+
 extension HTMLReport {
     /// The report of `bundle` for an evaluation `run` over `samples`: the training curves and
     /// calibration from its metrics.json, the embedding map, and thumbnails of the first 200

@@ -105,10 +105,12 @@ public struct HTMLReport {
         var html = "<p>Chosen at fit time for at most \(format(calibration.target)) of strangers accepted.</p>"
         html += "<table><tr><th>strangers</th><th>accepted at the threshold</th></tr>"
         for name in calibration.sources.keys.sorted() {
-            html += "<tr><td style='text-align:left'>\(HTMLText.escape(name)) (fit time)</td>"
+            html +=
+                "<tr><td style='text-align:left'>\(HTMLText.escape(name)) (fit time)</td>"
                 + "<td>\(format(calibration.sources[name]!))</td></tr>"
         }
-        html += "<tr><td style='text-align:left'><b>delivered on these crops</b></td>"
+        html +=
+            "<tr><td style='text-align:left'><b>delivered on these crops</b></td>"
             + "<td><b>\(format(metrics.unknownFalseAcceptRate))</b></td></tr>"
         return html + "</table>"
     }

@@ -260,7 +260,8 @@ public enum Scoring {
             return ThresholdPoint(
                 threshold: rule.threshold, userAccuracy: rates.userAccuracy, unknownFalseAcceptRate: rates.unknownFAR,
                 nonfaceFalseAcceptRate: rates.nonfaceFAR,
-                calibrationFalseAcceptRate: calibrationRate(sources, named: extra != nil, rule: rule, perSource: perSource),
+                calibrationFalseAcceptRate: calibrationRate(
+                    sources, named: extra != nil, rule: rule, perSource: perSource),
                 sources: extra == nil ? nil : perSource)
         }
     }

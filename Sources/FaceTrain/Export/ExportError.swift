@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// Why a trained model cannot be exported; the text names the layer or field, the reason and a fix.
 public enum ExportError: Error, CustomStringConvertible, Equatable {
     case invalidInput(reason: String)

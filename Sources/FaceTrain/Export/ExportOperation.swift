@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// The vocabulary layer kinds are lowered into (`ExportLowering.lowered`, Export/LayerLowering.swift): one operation that
 /// both encoders write, each in its own format, in the plan's order.
 

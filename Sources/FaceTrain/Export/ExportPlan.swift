@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// Names that appear inside exported files. The defaults are the product's; the parameters exist
 /// so that the same encoders can reproduce other files (the format reference) byte for byte.
 public struct ExportNaming: Sendable, Equatable {

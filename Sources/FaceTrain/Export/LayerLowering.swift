@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// How each layer kind is written in both export formats: the ONNX operator with its attributes and
 /// initializers, and the Core ML layer with its protobuf fields. The one table that maps the
 /// engine's layer kinds to exports (the engine knows nothing of formats); ExportPlan orders the

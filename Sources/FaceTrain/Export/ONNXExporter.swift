@@ -207,7 +207,9 @@ public enum ONNXExporter {
             tensor.writeSigned(1, Int64(integers.count), always: true)
             tensor.writeSigned(2, DataType.int64, always: true)
             tensor.writeString(8, name, always: true)
-            tensor.writeBytes(9, integers.flatMap { value in (0..<8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }, always: true)
+            tensor.writeBytes(
+                9, integers.flatMap { value in (0..<8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } },
+                always: true)
         }
     }
 

@@ -1,3 +1,5 @@
+// Converting an image between grey and RGB. Not resizing (Image+Resize.swift) and not decoding.
+
 extension Image {
     /// This image with `channels` channels (1 or 3): grey is repeated into R, G and B; RGB becomes its
     /// Rec. 601 luma, Y = 0.299 R + 0.587 G + 0.114 B, rounded.

@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 // Separable resampling, one axis at a time, each axis choosing its own filter:
 //   shrinking: exact box filter (area averaging). Output pixel i covers the source interval
 //              [i * s, (i + 1) * s) with s = source / target, and every source pixel counts by the
@@ -176,7 +177,8 @@ extension Image {
         for y in 0..<height {
             for x in 0..<width {
                 for channel in 0..<channels {
-                    output[y * rowLength + x * channels + channel] = pixels[y * rowLength + (width - 1 - x) * channels + channel]
+                    output[y * rowLength + x * channels + channel] =
+                        pixels[y * rowLength + (width - 1 - x) * channels + channel]
                 }
             }
         }

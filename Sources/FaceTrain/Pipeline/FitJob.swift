@@ -100,7 +100,8 @@ public struct FitJob: Sendable {
         }
         let dataset = try FaceDataset.load(from: data, options: loadOptions)
         try ModelRepository(directory: models).prepareForWriting()
-        observer?.dataLoaded(users: dataset.users.count, crops: dataset.samples.count, warnings: dataset.report.warnings)
+        observer?.dataLoaded(
+            users: dataset.users.count, crops: dataset.samples.count, warnings: dataset.report.warnings)
         let names = Dictionary(uniqueKeysWithValues: dataset.users.map { (String($0.id), $0.name) })
 
         guard let base else {

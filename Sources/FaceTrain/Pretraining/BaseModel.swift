@@ -112,7 +112,9 @@ public struct BaseModel: Sendable {
         }
         for name in files {
             guard let data = contents[name] else { throw .missingFile(base: source, file: name) }
-            guard let sum = expected[name] else { throw .damaged(base: source, file: "SHA256SUMS", reason: "\(name) is not listed") }
+            guard let sum = expected[name] else {
+                throw .damaged(base: source, file: "SHA256SUMS", reason: "\(name) is not listed")
+            }
             guard SHA256.hash(data) == sum else {
                 throw .damaged(base: source, file: name, reason: "its SHA-256 does not match SHA256SUMS")
             }
@@ -125,7 +127,8 @@ public struct BaseModel: Sendable {
         guard manifest.format == Manifest.formatName, manifest.formatVersion <= Manifest.currentFormatVersion else {
             throw .damaged(
                 base: source, file: "manifest.json",
-                reason: "format \(manifest.format) \(manifest.formatVersion); this facetrain reads \(Manifest.formatName) "
+                reason:
+                    "format \(manifest.format) \(manifest.formatVersion); this facetrain reads \(Manifest.formatName) "
                     + "up to \(Manifest.currentFormatVersion)")
         }
         // A definition that checks (its input crop included) before any weight is read against it.
@@ -171,16 +174,20 @@ public struct BaseModel: Sendable {
         let recipe = base.manifest.recipe
         guard ModelDefinition.extractorArchitectures.contains(recipe.architecture) else {
             throw .engine(
-                BaseModelError.incompatible(base: base.source, reason: "its architecture \(recipe.architecture) is unknown")
-                    .description)
+                BaseModelError.incompatible(
+                    base: base.source, reason: "its architecture \(recipe.architecture) is unknown"
+                )
+                .description)
         }
         let input = base.manifest.definition.input
         let expected = ModelDefinition.extractor(
             architecture: recipe.architecture, inputSize: input.networkWidth, width: base.manifest.width)
-        guard expected.layers == base.extractor.definition.layers, input.width == input.height, input.channels == 3 else {
+        guard expected.layers == base.extractor.definition.layers, input.width == input.height, input.channels == 3
+        else {
             throw .engine(
                 BaseModelError.incompatible(
-                    base: base.source, reason: "its layers are not those of \(recipe.architecture) at width \(base.manifest.width)"
+                    base: base.source,
+                    reason: "its layers are not those of \(recipe.architecture) at width \(base.manifest.width)"
                 ).description)
         }
     }
@@ -219,7 +226,8 @@ public struct BaseModel: Sendable {
             let root = file.root
             try root.writeString("format", "facetrain.bank")
             let features = embeddings.first?.count ?? 0
-            try root.writeDataset("embeddings", shape: [embeddings.count, features], scalars: embeddings.flatMap { $0 })
+            try root.writeDataset(
+                "embeddings", shape: [embeddings.count, features], scalars: embeddings.flatMap { $0 })
             try root.writeDataset("identity", shape: [identities.count], scalars: identities.map { Float($0) })
             let image = try file.image()
             try file.close()
@@ -227,7 +235,8 @@ public struct BaseModel: Sendable {
         }
     }
 
-    static func readBank(_ url: URL, features: Int, source: String) throws -> (embeddings: [[Float]], identities: [Int]) {
+    static func readBank(_ url: URL, features: Int, source: String) throws -> (embeddings: [[Float]], identities: [Int])
+    {
         try HDF5File.withLibrary {
             let file = try HDF5File.open(at: url.path)
             let (shape, scalars) = try file.root.readDataset("embeddings")

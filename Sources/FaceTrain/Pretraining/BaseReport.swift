@@ -13,7 +13,8 @@ enum BaseReport {
                 + "\(input.networkWidth)x\(input.networkHeight) (\(input.crop) px cut from every edge)"
             : "\(input.width)x\(input.height) px, the whole crop"
         let recipe = manifest.recipe
-        var recipeText = "\(recipe.epochs) epochs, seed \(recipe.seed), batch \(recipe.batchSize), learning rate \(recipe.learningRate)"
+        var recipeText =
+            "\(recipe.epochs) epochs, seed \(recipe.seed), batch \(recipe.batchSize), learning rate \(recipe.learningRate)"
         if let teacher = recipe.teacher, let distillation = recipe.distillation {
             recipeText += ", teacher \(teacher) (\(distillation.rawValue), weight \(recipe.teacherWeight))"
         }
@@ -22,10 +23,17 @@ enum BaseReport {
             recipe.augmentation.minimumArea * 100, (recipe.augmentation.greyscaleShare ?? 0) * 100)
         var rows = ""
         for (name, value) in [
-            ("extractor", "\(manifest.architecture), width \(manifest.width), \(manifest.embeddingFeatures)-d embedding"),
+            (
+                "extractor",
+                "\(manifest.architecture), width \(manifest.width), \(manifest.embeddingFeatures)-d embedding"
+            ),
             ("input", seen), ("recipe", recipeText),
-            ("pair accuracy (10 folds)", "\(format(verification.pairAccuracy)) ± \(format(verification.pairAccuracyStandardDeviation))"),
-            ("TAR at FAR 1e-2", format(verification.trueAcceptAt1e2)), ("TAR at FAR 1e-3", format(verification.trueAcceptAt1e3)),
+            (
+                "pair accuracy (10 folds)",
+                "\(format(verification.pairAccuracy)) ± \(format(verification.pairAccuracyStandardDeviation))"
+            ),
+            ("TAR at FAR 1e-2", format(verification.trueAcceptAt1e2)),
+            ("TAR at FAR 1e-3", format(verification.trueAcceptAt1e3)),
             ("verification identities / crops", "\(verification.identities) / \(verification.crops)"),
             ("genuine / impostor pairs", "\(verification.genuinePairs) / \(verification.impostorPairs)"),
             ("trained on", "\(manifest.data.identities) identities, \(manifest.data.crops) crops"),
@@ -60,12 +68,14 @@ enum BaseReport {
         for exponent in -4...0 {
             let position = x(pow(10, Double(exponent)))
             svg += "<line x1='\(position)' y1='\(top)' x2='\(position)' y2='\(height - bottom)' stroke='#eee'/>"
-            svg += "<text x='\(position)' y='\(height - bottom + 16)' font-size='11' text-anchor='middle'>1e\(exponent)</text>"
+            svg +=
+                "<text x='\(position)' y='\(height - bottom + 16)' font-size='11' text-anchor='middle'>1e\(exponent)</text>"
         }
         for tenth in stride(from: 0, through: 10, by: 2) {
             let position = y(Double(tenth) / 10)
             svg += "<line x1='\(left)' y1='\(position)' x2='\(width - right)' y2='\(position)' stroke='#eee'/>"
-            svg += "<text x='\(left - 6)' y='\(position + 4)' font-size='11' text-anchor='end'>\(Double(tenth) / 10)</text>"
+            svg +=
+                "<text x='\(left - 6)' y='\(position + 4)' font-size='11' text-anchor='end'>\(Double(tenth) / 10)</text>"
         }
         let path = points.map { "\(x($0.falseAcceptRate)),\(y($0.trueAcceptRate))" }.joined(separator: " ")
         svg += "<polyline points='\(path)' fill='none' stroke='#1f77b4' stroke-width='2'/>"
@@ -73,7 +83,8 @@ enum BaseReport {
             svg += "<circle cx='\(x(point.falseAcceptRate))' cy='\(y(point.trueAcceptRate))' r='3' fill='#1f77b4'/>"
         }
         svg += "<text x='\(width / 2)' y='\(height - 6)' font-size='12' text-anchor='middle'>false accept rate</text>"
-        svg += "<text x='12' y='\(height / 2)' font-size='12' transform='rotate(-90 12 \(height / 2))' "
+        svg +=
+            "<text x='12' y='\(height / 2)' font-size='12' transform='rotate(-90 12 \(height / 2))' "
             + "text-anchor='middle'>true accept rate</text></svg>"
         return svg
     }
@@ -81,7 +92,8 @@ enum BaseReport {
     /// Verification pair accuracy per epoch.
     static func curves(_ epochs: [PretrainEpochRecord]) -> String {
         guard !epochs.isEmpty else { return "<p>No epochs recorded.</p>" }
-        var rows = "<table><tr><th>epoch</th><th>loss</th><th>identity accuracy</th><th>verification</th><th>img/s</th></tr>"
+        var rows =
+            "<table><tr><th>epoch</th><th>loss</th><th>identity accuracy</th><th>verification</th><th>img/s</th></tr>"
         for record in epochs {
             rows += String(
                 format: "<tr><td>%d</td><td>%.4f</td><td>%.3f</td><td>%.4f</td><td>%.0f</td></tr>", record.epoch,

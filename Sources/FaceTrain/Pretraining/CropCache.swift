@@ -1,6 +1,8 @@
 import FaceTrainEngine
 import Foundation
 
+// The decoded crops of a pretraining corpus, kept in one memory-mapped file (CropCache below).
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -57,7 +59,9 @@ public final class CropCache: @unchecked Sendable {
         public var seconds: Double
     }
 
-    private init(url: URL, header: Header, corpus: IdentityCorpus, descriptor: Int32, length: Int, dataOffset: Int) throws {
+    private init(url: URL, header: Header, corpus: IdentityCorpus, descriptor: Int32, length: Int, dataOffset: Int)
+        throws
+    {
         guard let pointer = mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0), pointer != MAP_FAILED else {
             throw CorpusError.cacheNotMappable(path: url.path, reason: String(cString: strerror(errno)))
         }
@@ -109,7 +113,8 @@ public final class CropCache: @unchecked Sendable {
         shouldStop: () -> Bool = { false }
     ) throws(CorpusError) -> (cache: CropCache, report: Report) {
         let started = Date()
-        let url = folder.appendingPathComponent("crops-\(side)-\(contentHash(Data(corpus.imagesRoot.path.utf8)).prefix(16)).cache")
+        let url = folder.appendingPathComponent(
+            "crops-\(side)-\(contentHash(Data(corpus.imagesRoot.path.utf8)).prefix(16)).cache")
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
@@ -279,7 +284,8 @@ public final class CropCache: @unchecked Sendable {
         func writeAll(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
             var written = 0
             while written < bytes.count {
-                let result = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset + written))
+                let result = pwrite(
+                    descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset + written))
                 guard result > 0 else { return false }
                 written += result
             }

@@ -69,7 +69,8 @@ public struct IdentityCorpus: Sendable {
                     if let example = shared.sorted().first {
                         throw .badSplits(
                             path: splitsURL.path,
-                            reason: "\(shared.count) identities are in both \"\(first)\" and \"\(second)\" (first: \(example)); "
+                            reason:
+                                "\(shared.count) identities are in both \"\(first)\" and \"\(second)\" (first: \(example)); "
                                 + "a split must never see another's people")
                     }
                 }
@@ -79,7 +80,8 @@ public struct IdentityCorpus: Sendable {
                 let missing = members.filter { !known.contains($0) }
                 throw .badSplits(
                     path: splitsURL.path,
-                    reason: "split \"\(split)\" names \(missing.count) identities with no folder (first: \(missing[0]))")
+                    reason: "split \"\(split)\" names \(missing.count) identities with no folder (first: \(missing[0]))"
+                )
             }
         }
         return IdentityCorpus(root: root, imagesRoot: imagesRoot, identities: identities, crops: crops, splits: splits)

@@ -192,7 +192,6 @@ public final class PretrainSession: @unchecked Sendable {
         checkpointURL = checkpointDirectory.appendingPathComponent("pretrain-\(key.prefix(16)).checkpoint")
     }
 
-
     func seed(epoch: Int, stream: UInt64, index: Int) -> UInt64 {
         FitSession.seed(configuration.seed, epoch: epoch, stream: stream, index: index)
     }
@@ -268,14 +267,17 @@ public final class PretrainSession: @unchecked Sendable {
                 head.weight.value = weight
                 if distillation == .feature {
                     guard let saved = checkpoint.tensors["teacher/projection"], saved.shape == projection.value.shape
-                    else { throw TrainingError.stateMismatch("no teacher projection of shape \(projection.value.shape)") }
+                    else {
+                        throw TrainingError.stateMismatch("no teacher projection of shape \(projection.value.shape)")
+                    }
                     projection.value = saved
                 }
                 var slots: [String: Tensor] = [:]
                 for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") {
                     slots[String(name.dropFirst(10))] = tensor
                 }
-                try optimizer.restore(OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots))
+                try optimizer.restore(
+                    OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots))
             } catch {
                 let reason = if case TrainingError.stateMismatch(let reason) = error { reason } else { "\(error)" }
                 throw .checkpointUnreadable(path: checkpointURL.path, reason: reason)
@@ -292,12 +294,14 @@ public final class PretrainSession: @unchecked Sendable {
         let batchShape = [batchSize, input.channels, input.height, input.width]
         let batchScalars = batchShape.reduce(1, *)
         // Two batch buffers: the next batch is augmented while the current one trains.
-        let buffers = [UnsafeMutablePointer<Float>.allocate(capacity: batchScalars),
-                       UnsafeMutablePointer<Float>.allocate(capacity: batchScalars)]
+        let buffers = [
+            UnsafeMutablePointer<Float>.allocate(capacity: batchScalars),
+            UnsafeMutablePointer<Float>.allocate(capacity: batchScalars),
+        ]
         let preparation = DispatchQueue(label: "facetrain.pretrain.batches")
         defer {
             preparation.sync {}
-            buffers.forEach { $0.deallocate() }
+            for buffer in buffers { buffer.deallocate() }
         }
         for epoch in firstEpoch..<(configuration.epochs + 1) {
             let started = Date()
@@ -322,7 +326,8 @@ public final class PretrainSession: @unchecked Sendable {
                 ready.wait()
                 if shouldStop() { throw .interrupted(checkpoint: checkpointURL.path) }
                 let images = Tensor(
-                    shape: batchShape, scalars: Array(UnsafeBufferPointer(start: buffers[batch % 2], count: batchScalars)))
+                    shape: batchShape,
+                    scalars: Array(UnsafeBufferPointer(start: buffers[batch % 2], count: batchScalars)))
                 if batch + 1 < batchCount { prepare(batch + 1) }
                 let labels = order[(batch * batchSize)..<((batch + 1) * batchSize)].map { training[$0].identity }
                 let embeddings = network.forward(images, mode: .training)
@@ -333,7 +338,8 @@ public final class PretrainSession: @unchecked Sendable {
                     let gradient: Tensor
                     switch distillation {
                     case .relational:
-                        let distilled = TeacherDescriptors.relationalLoss(embeddings: embeddings, teacher: rows, weight: weight)
+                        let distilled = TeacherDescriptors.relationalLoss(
+                            embeddings: embeddings, teacher: rows, weight: weight)
                         result.loss += distilled.loss
                         gradient = distilled.gradient
                     case .feature:
@@ -477,14 +483,17 @@ public final class PretrainSession: @unchecked Sendable {
         _ result: PretrainResult, name: String, version: Int, seconds: Double, trainedOn: String? = nil, to folder: URL
     ) throws -> BaseModel.Manifest {
         let bankNames = corpus.identities(ofSplit: "bank")
-        let bankCrops = corpus.crops.filter { bankNames.contains(corpus.identities[$0.identity]) && cache.slots[$0.path] != nil }
+        let bankCrops = corpus.crops.filter {
+            bankNames.contains(corpus.identities[$0.identity]) && cache.slots[$0.path] != nil
+        }
         var network = try Network(model: result.extractor)  // of embeddingDefinition
         let bankRows = try embeddings(ofSlots: bankCrops.map { cache.slots[$0.path]! }, with: &network).map(
             ModelEvaluation.unitLength)
         let corpusName = corpus.root.lastPathComponent
         var manifest = BaseModel.Manifest(
             name: name, version: version, facetrainVersion: FaceTrainVersion.string,
-            architecture: configuration.architecture, width: configuration.width, definition: result.extractor.definition,
+            architecture: configuration.architecture, width: configuration.width,
+            definition: result.extractor.definition,
             embeddingFeatures: Self.embeddingFeatures(of: definition),
             data: .init(
                 corpus: corpusName, fingerprint: trainedOn ?? dataFingerprint, identities: result.trainingIdentities,

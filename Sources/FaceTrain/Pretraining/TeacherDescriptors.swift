@@ -39,7 +39,8 @@ public struct TeacherDescriptors: Sendable {
             for (row, path) in files.enumerated() {
                 let parts = path.split(separator: "/")
                 guard parts.count >= 2 else { continue }
-                byPath[parts.suffix(2).joined(separator: "/")] = Array(scalars[(row * features)..<((row + 1) * features)])
+                byPath[parts.suffix(2).joined(separator: "/")] = Array(
+                    scalars[(row * features)..<((row + 1) * features)])
             }
             let sha = (try? SHA256.hashFile(at: url).sha256) ?? ""
             return TeacherDescriptors(byPath: byPath, file: url.lastPathComponent, path: url.path, contentSHA256: sha)
@@ -69,14 +70,16 @@ public struct TeacherDescriptors: Sendable {
         let batch = embeddings.shape[0]
         let features = embeddings.shape[1]
         let targets = projection.shape[0]
-        precondition(projection.shape == [targets, features], "projection \(projection.shape) for \(features) features")
+        precondition(
+            projection.shape == [targets, features], "projection \(projection.shape) for \(features) features")
         // Y = E·Pᵀ [batch, targets].
         var projected = [Float](repeating: 0, count: batch * targets)
         embeddings.scalars.withUnsafeBufferPointer { e in
             projection.scalars.withUnsafeBufferPointer { p in
                 projected.withUnsafeMutableBufferPointer { y in
-                    gemm(transposeA: false, transposeB: true, m: batch, n: targets, k: features, a: e.baseAddress!,
-                         b: p.baseAddress!, c: y.baseAddress!)
+                    gemm(
+                        transposeA: false, transposeB: true, m: batch, n: targets, k: features, a: e.baseAddress!,
+                        b: p.baseAddress!, c: y.baseAddress!)
                 }
             }
         }
@@ -106,14 +109,16 @@ public struct TeacherDescriptors: Sendable {
         projectedGradient.withUnsafeBufferPointer { g in
             projection.scalars.withUnsafeBufferPointer { p in
                 embeddingGradient.withUnsafeMutableBufferPointer { d in
-                    gemm(transposeA: false, transposeB: false, m: batch, n: features, k: targets, a: g.baseAddress!,
-                         b: p.baseAddress!, c: d.baseAddress!)
+                    gemm(
+                        transposeA: false, transposeB: false, m: batch, n: features, k: targets, a: g.baseAddress!,
+                        b: p.baseAddress!, c: d.baseAddress!)
                 }
             }
             embeddings.scalars.withUnsafeBufferPointer { e in
                 projectionGradient.withUnsafeMutableBufferPointer { d in
-                    gemm(transposeA: true, transposeB: false, m: targets, n: features, k: batch, a: g.baseAddress!,
-                         b: e.baseAddress!, c: d.baseAddress!)
+                    gemm(
+                        transposeA: true, transposeB: false, m: targets, n: features, k: batch, a: g.baseAddress!,
+                        b: e.baseAddress!, c: d.baseAddress!)
                 }
             }
         }
@@ -126,7 +131,9 @@ public struct TeacherDescriptors: Sendable {
     /// Relational distillation loss of a batch and its gradient with respect to the student's
     /// embeddings: mean over pairs of (cos_student − cos_teacher)², over the rows that have a
     /// teacher descriptor (`teacher[i]` nil rows take no part).
-    static func relationalLoss(embeddings: Tensor, teacher: [[Float]?], weight: Float) -> (loss: Float, gradient: Tensor) {
+    static func relationalLoss(embeddings: Tensor, teacher: [[Float]?], weight: Float) -> (
+        loss: Float, gradient: Tensor
+    ) {
         let batch = embeddings.shape[0]
         let features = embeddings.shape[1]
         let (unit, norms) = CosineMarginSoftmax.normalizeRows(embeddings.scalars, rows: batch, columns: features)
@@ -136,22 +143,26 @@ public struct TeacherDescriptors: Sendable {
         let teacherFeatures = teacher.first { $0 != nil }??.count ?? 0
         var teacherUnit = [Float](repeating: 0, count: batch * teacherFeatures)
         for (row, vector) in teacher.enumerated() {
-            if let vector { teacherUnit.replaceSubrange((row * teacherFeatures)..<((row + 1) * teacherFeatures), with: vector) }
+            if let vector {
+                teacherUnit.replaceSubrange((row * teacherFeatures)..<((row + 1) * teacherFeatures), with: vector)
+            }
         }
         // S = ÛÛᵀ and T = T̂T̂ᵀ; D = S − T on the pairs that count; dÛ = (4/pairs)·D·Û (D is symmetric).
         var student = [Float](repeating: 0, count: batch * batch)
         var target = [Float](repeating: 0, count: batch * batch)
         unit.withUnsafeBufferPointer { u in
             student.withUnsafeMutableBufferPointer { s in
-                gemm(transposeA: false, transposeB: true, m: batch, n: batch, k: features, a: u.baseAddress!,
-                     b: u.baseAddress!, c: s.baseAddress!)
+                gemm(
+                    transposeA: false, transposeB: true, m: batch, n: batch, k: features, a: u.baseAddress!,
+                    b: u.baseAddress!, c: s.baseAddress!)
             }
         }
         if teacherFeatures > 0 {
             teacherUnit.withUnsafeBufferPointer { t in
                 target.withUnsafeMutableBufferPointer { g in
-                    gemm(transposeA: false, transposeB: true, m: batch, n: batch, k: teacherFeatures, a: t.baseAddress!,
-                         b: t.baseAddress!, c: g.baseAddress!)
+                    gemm(
+                        transposeA: false, transposeB: true, m: batch, n: batch, k: teacherFeatures, a: t.baseAddress!,
+                        b: t.baseAddress!, c: g.baseAddress!)
                 }
             }
         }
@@ -168,8 +179,9 @@ public struct TeacherDescriptors: Sendable {
         difference.withUnsafeBufferPointer { d in
             unit.withUnsafeBufferPointer { u in
                 unitGradient.withUnsafeMutableBufferPointer { g in
-                    gemm(transposeA: false, transposeB: false, m: batch, n: features, k: batch, a: d.baseAddress!,
-                         b: u.baseAddress!, c: g.baseAddress!)
+                    gemm(
+                        transposeA: false, transposeB: false, m: batch, n: features, k: batch, a: d.baseAddress!,
+                        b: u.baseAddress!, c: g.baseAddress!)
                 }
             }
         }

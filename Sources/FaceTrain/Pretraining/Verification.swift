@@ -50,7 +50,9 @@ public struct VerificationMetrics: Codable, Sendable, Equatable {
         impostor.reserveCapacity(count * (count - 1) / 2)
         let dimension = unit.first?.count ?? 0
         var flat = [Float](repeating: 0, count: count * dimension)
-        for (row, values) in unit.enumerated() { flat.replaceSubrange((row * dimension)..<((row + 1) * dimension), with: values) }
+        for (row, values) in unit.enumerated() {
+            flat.replaceSubrange((row * dimension)..<((row + 1) * dimension), with: values)
+        }
         var scores = [Float](repeating: 0, count: count * count)
         if count > 0 && dimension > 0 {
             flat.withUnsafeBufferPointer { e in
@@ -63,7 +65,9 @@ public struct VerificationMetrics: Codable, Sendable, Equatable {
         }
         for a in 0..<count {
             for b in (a + 1)..<max(count, a + 1) {
-                if identities[a] == identities[b] { genuine.append(scores[a * count + b]) } else {
+                if identities[a] == identities[b] {
+                    genuine.append(scores[a * count + b])
+                } else {
                     impostor.append(scores[a * count + b])
                 }
             }
@@ -121,7 +125,8 @@ public struct VerificationMetrics: Codable, Sendable, Equatable {
             identities: byIdentity.count, crops: count, pairAccuracy: mean,
             pairAccuracyStandardDeviation: variance.squareRoot(), pairs: foldPairs.reduce(0) { $0 + $1.count },
             genuinePairs: genuine.count, impostorPairs: impostor.count,
-            trueAcceptAt1e2: trueAccept(atFalseAccept: 1e-2).rate, trueAcceptAt1e3: trueAccept(atFalseAccept: 1e-3).rate,
+            trueAcceptAt1e2: trueAccept(atFalseAccept: 1e-2).rate,
+            trueAcceptAt1e3: trueAccept(atFalseAccept: 1e-3).rate,
             roc: roc)
     }
 

@@ -228,7 +228,8 @@ final class HDF5File {
             let type = H5Dget_type(dataset)
             defer { H5Tclose(type) }
             guard H5Tget_class(type) == H5T_STRING, H5Tis_variable_str(type) == 0 else {
-                throw Failure(operation: "read dataset", object: object, detail: "it does not hold fixed-length strings")
+                throw Failure(
+                    operation: "read dataset", object: object, detail: "it does not hold fixed-length strings")
             }
             let size = H5Tget_size(type)
             let space = H5Dget_space(dataset)

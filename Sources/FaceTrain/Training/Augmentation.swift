@@ -146,7 +146,9 @@ public enum ImageTensor {
                     if grey {
                         // Rec. 601 luma in all three channels.
                         let luma = 0.299 * sample(0) + 0.587 * sample(1) + 0.114 * sample(2)
-                        for channel in 0..<3 { output[channel * plane + pixel] = luma * input.scale + input.bias[channel] }
+                        for channel in 0..<3 {
+                            output[channel * plane + pixel] = luma * input.scale + input.bias[channel]
+                        }
                     } else {
                         for channel in 0..<input.channels {
                             output[channel * plane + pixel] = sample(channel) * input.scale + input.bias[channel]

@@ -272,10 +272,11 @@ public final class BaseFitSession {
                         loss: lossSum / Double(batch + 1))
                 }
             }
-            let (heldOutLoss, heldOutAccuracy) = heldOut.map {
-                Self.heldOutScores(
-                    $0.samples, views: $0.views, weight: head.weight.value, classes: classes, index: index)
-            } ?? (.nan, .nan)
+            let (heldOutLoss, heldOutAccuracy) =
+                heldOut.map {
+                    Self.heldOutScores(
+                        $0.samples, views: $0.views, weight: head.weight.value, classes: classes, index: index)
+                } ?? (.nan, .nan)
             let record = EpochRecord(
                 epoch: epoch, trainLoss: lossSum / Double(batches), trainAccuracy: correct / Double(batches),
                 heldOutLoss: heldOutLoss, heldOutAccuracy: heldOutAccuracy,
@@ -284,7 +285,8 @@ public final class BaseFitSession {
             history.append(record)
             observer?.epochFinished(record, isBest: epoch == Self.headEpochs)
         }
-        let (unit, _) = CosineMarginSoftmax.normalizeRows(head.weight.value.scalars, rows: classes.count, columns: features)
+        let (unit, _) = CosineMarginSoftmax.normalizeRows(
+            head.weight.value.scalars, rows: classes.count, columns: features)
         return (Tensor(shape: [classes.count, features], scalars: unit), history)
     }
 
@@ -328,7 +330,8 @@ public final class BaseFitSession {
                         case 1: ImageTensor.write(image.mirroredHorizontally(), input: input, to: target)
                         default:
                             // Seeded by content, not by the fit's seed: the cache serves every fit.
-                            var random = SplitMix64(seed: UInt64(sample.contentHash.prefix(16), radix: 16)! ^ UInt64(view))
+                            var random = SplitMix64(
+                                seed: UInt64(sample.contentHash.prefix(16), radix: 16)! ^ UInt64(view))
                             ImageTensor.writeAugmented(
                                 image, input: input, settings: configuration.augmentation, random: &random, to: target)
                         }
@@ -337,8 +340,10 @@ public final class BaseFitSession {
                 let output: Tensor
                 do { output = try network.embeddings(for: images) } catch { throw .engine("\(error)") }
                 for crop in 0..<(end - start) {
-                    let rows = Array(output.scalars[(crop * Self.views * features)..<((crop + 1) * Self.views * features)])
-                    cached[samples[missing[start + crop]].contentHash] = Tensor(shape: [Self.views, features], scalars: rows)
+                    let rows = Array(
+                        output.scalars[(crop * Self.views * features)..<((crop + 1) * Self.views * features)])
+                    cached[samples[missing[start + crop]].contentHash] = Tensor(
+                        shape: [Self.views, features], scalars: rows)
                 }
                 start = end
             }

@@ -266,8 +266,9 @@ public final class FitSession {
     private func evaluateHeldOut(trainer: inout Trainer) throws(FitError) -> (loss: Double, accuracy: Double) {
         guard !heldOut.isEmpty else { return (0, 0) }
         let probabilities: [[Float]]
-        do { probabilities = try Inference.probabilities(of: heldOut, with: &trainer.network, definition: definition) }
-        catch { throw .engine("\(error)") }
+        do {
+            probabilities = try Inference.probabilities(of: heldOut, with: &trainer.network, definition: definition)
+        } catch { throw .engine("\(error)") }
         var loss = 0.0
         var correct = 0
         for (sample, row) in zip(heldOut, probabilities) {

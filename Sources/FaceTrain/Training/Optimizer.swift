@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// Updates a network's trainable parameters from the gradients of the last `backward`.
 ///
 /// Keys of per-parameter state are the network's parameter keys ("0.conv2d.weight"). Batch-norm

@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// Stochastic gradient descent with momentum (optionally Nesterov) and L2 weight decay, as
 /// PyTorch's `torch.optim.SGD` (dampening 0):
 /// g = ∇ + λ·w (decaying parameters only); v = μ·v + g; w -= lr·(Nesterov ? g + μ·v : v).

@@ -1,4 +1,5 @@
 import FaceTrainEngine
+
 /// Runs training steps: forward, fused loss, zeroed gradients, backward, optional clipping, optimizer update.
 ///
 /// Epochs, augmentation, validation and checkpoints belong to the caller; `state` and `restore`

@@ -79,7 +79,9 @@ public enum TrainingLimits {
     ) throws(ConfigurationError) {
         guard value.isFinite, range.contains(value) else {
             throw ConfigurationError(
-                option: option, message: "--\(option) must be a share in \(range.lowerBound.text)...\(range.upperBound.text) (\(meaning))")
+                option: option,
+                message:
+                    "--\(option) must be a share in \(range.lowerBound.text)...\(range.upperBound.text) (\(meaning))")
         }
     }
 }
@@ -104,7 +106,8 @@ extension FitConfiguration {
             throw ConfigurationError(option: "holdout", message: "--holdout must be in 0..<1")
         }
         guard margin.isFinite, TrainingLimits.margin.contains(margin) else {
-            throw ConfigurationError(option: "margin", message: "--margin must be in 0...16 (the logits lie in -16...16)")
+            throw ConfigurationError(
+                option: "margin", message: "--margin must be in 0...16 (the logits lie in -16...16)")
         }
         try TrainingLimits.checkTargetFalseAcceptRate(targetFalseAcceptRate)
     }

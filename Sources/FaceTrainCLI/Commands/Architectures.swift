@@ -9,7 +9,8 @@ struct Architectures: Command {
     static let abstract = "List the named architectures with parameters, FLOPs per image and input size."
     static var options: [OptionSpec] {
         [
-            TrainingOptions.width(default: "32", "Width to size them at (32 with --input-size 80: the builtin base's)."),
+            TrainingOptions.width(
+                default: "32", "Width to size them at (32 with --input-size 80: the builtin base's)."),
             TrainingOptions.inputSize(),
             .option("classes", "n", "Classes of the classifier counted in (42, as `facetrain bench`).", default: "42"),
             .flag("json", "Print the list as JSON."),

@@ -45,15 +45,18 @@ struct BLAS: Command {
             return .success
         }
         let environment = ProcessInfo.processInfo.environment
-        let userSet = environment["FACETRAIN_BLAS_REEXEC", default: ""].isEmpty
+        let userSet =
+            environment["FACETRAIN_BLAS_REEXEC", default: ""].isEmpty
             && !environment["OPENBLAS_CORETYPE", default: ""].isEmpty
         print("CPU: \(BLASRuntime.cpuModel())")
         print("BLAS: \(BLASRuntime.summary)")
         print(
             "Kernel chosen by: "
-                + (userSet ? "OPENBLAS_CORETYPE in the environment" : environment["FACETRAIN_BLAS_REEXEC"].map {
-                    $0 == "rejected" ? "OpenBLAS (facetrain's choice failed its self-check)" : "facetrain (\($0))"
-                } ?? "OpenBLAS"))
+                + (userSet
+                    ? "OPENBLAS_CORETYPE in the environment"
+                    : environment["FACETRAIN_BLAS_REEXEC"].map {
+                        $0 == "rejected" ? "OpenBLAS (facetrain's choice failed its self-check)" : "facetrain (\($0))"
+                    } ?? "OpenBLAS"))
         for coreType in BLASRuntime.matrixCoreTypes {
             let missing = BLASRuntime.missingFlags(coreType: coreType, cpuFlags: flags)
             let verdict = missing.isEmpty ? "runs here" : "needs \(missing.joined(separator: ", "))"

@@ -84,7 +84,8 @@ struct Fit: Command {
         self.configuration = configuration
         loadOptions = try DataOptions.loadOptions(
             arguments,
-            base: DataLoadOptions(inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3))
+            base: DataLoadOptions(
+                inputWidth: configuration.inputSize, inputHeight: configuration.inputSize, channels: 3))
         resume = arguments.flag("resume")
         json = arguments.flag("json")
         baseOption = try arguments.required("base")
@@ -92,11 +93,13 @@ struct Fit: Command {
         guard ["head", "all"].contains(fineTune) else { throw UsageError(message: "--fine-tune must be head or all") }
         givenEpochs = arguments.isGiven("epochs")
         givenLearningRate = arguments.isGiven("learning-rate")
-        let refused = baseOption == "none" ? [] : FitJob.optionsTakenFromBase(fineTuning: FineTuning(rawValue: fineTune)!)
+        let refused =
+            baseOption == "none" ? [] : FitJob.optionsTakenFromBase(fineTuning: FineTuning(rawValue: fineTune)!)
         if let given = refused.first(where: { arguments.isGiven($0) }) {
             throw UsageError(
                 message: "--\(given) applies to --base none only: a fit from a base (here --base \(baseOption)) keeps "
-                    + "the base's architecture" + (fineTune == "head" ? " and trains the classifier on its embeddings" : "")
+                    + "the base's architecture"
+                    + (fineTune == "head" ? " and trains the classifier on its embeddings" : "")
                     + "; add --base none to train the whole network from scratch")
         }
     }
@@ -107,7 +110,8 @@ struct Fit: Command {
         let base = try BaseModel.resolve(baseOption)
         if let base, givenArchitecture, configuration.architecture != base.manifest.recipe.architecture {
             throw UsageError(
-                message: "--architecture \(configuration.architecture) clashes with --base \(baseOption), whose extractor "
+                message:
+                    "--architecture \(configuration.architecture) clashes with --base \(baseOption), whose extractor "
                     + "is \(base.manifest.recipe.architecture); leave --architecture out to use the base's, or add "
                     + "--base none to train \(configuration.architecture) from scratch")
         }

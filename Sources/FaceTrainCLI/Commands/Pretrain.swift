@@ -10,7 +10,8 @@ struct Pretrain: Command {
         [
             .required(
                 "data", "dir",
-                "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."),
+                "Identity folders: <identity>/<crop>, or images/<identity>/<crop> beside splits.json (train, val, bank)."
+            ),
             .required("out", "dir", "Base model folder to write (must not exist)."),
             TrainingOptions.architecture(
                 "Extractor architecture (known: " + ModelDefinition.extractorArchitectures.joined(separator: ", ")
@@ -25,10 +26,12 @@ struct Pretrain: Command {
                 "AdamW's decoupled weight decay: each step shrinks the weights by learning rate x rate.",
                 default: "0.0005"),
             TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
-            .option("name", "text", "Name recorded in the base manifest (default: <data folder>-<architecture>-<width>)."),
+            .option(
+                "name", "text", "Name recorded in the base manifest (default: <data folder>-<architecture>-<width>)."),
             .option("version", "n", "Version recorded in the base manifest.", default: "1"),
             .option("teacher", "file.h5", "Descriptors of a stronger network per crop, to distil."),
-            .option("greyscale", "share", "Share of training crops turned grey (0 to 1; none by default).", default: "0"),
+            .option(
+                "greyscale", "share", "Share of training crops turned grey (0 to 1; none by default).", default: "0"),
             .option(
                 "min-area", "share",
                 "Smallest share of a crop's area a random resized crop keeps (0.1 to 1; areas are drawn from it to 1).",
@@ -44,7 +47,8 @@ struct Pretrain: Command {
                     + "0.5 to 1 (1: the whole crop). Training's random resized crops keep on average 0.8 of the side "
                     + "with --min-area 0.3, 0.86 with 0.5. With --remeasure: a new crop for an existing base.",
                 default: "1"),
-            .option("cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
+            .option(
+                "cache", "dir", "Folder of the decoded-crop cache, reused by later runs (default: ~/.cache/facetrain)."),
             .option(
                 "remeasure", "dir",
                 "Do not train: measure the verification and bank of an existing base (its recipe, or the "
@@ -115,7 +119,10 @@ struct Pretrain: Command {
         guard version >= 1 else { throw UsageError(message: "--version must be a positive integer") }
         cache =
             arguments.string("cache").map { URL(fileURLWithPath: $0) }
-            ?? URL(fileURLWithPath: ProcessInfo.processInfo.environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache"))
+            ?? URL(
+                fileURLWithPath: ProcessInfo.processInfo.environment["XDG_CACHE_HOME"]
+                    ?? (NSHomeDirectory() + "/.cache")
+            )
             .appendingPathComponent("facetrain")
         skipBad = arguments.flag("skip-bad")
         resume = arguments.flag("resume")
@@ -137,7 +144,8 @@ struct Pretrain: Command {
         let progress = PretrainProgress(json: json)
         let started = Date()
         let corpus = try IdentityCorpus.scan(data)
-        progress.say("corpus: \(corpus.identities.count) identities, \(corpus.crops.count) crops in \(corpus.imagesRoot.path)")
+        progress.say(
+            "corpus: \(corpus.identities.count) identities, \(corpus.crops.count) crops in \(corpus.imagesRoot.path)")
         // A base is re-measured on crops of the size it was trained on.
         let old = try remeasure.map { url throws(BaseModelError) in try BaseModel.load(from: url) }
         let (cropCache, report) = try CropCache.open(
@@ -214,7 +222,11 @@ final class PretrainProgress: PretrainObserver {
     func event(_ name: String, _ fields: [String: Any]) { printer.event(name, fields) }
     func say(_ text: String) { printer.say(text) }
     func warn(_ text: String) {
-        if printer.style == .json { printer.event("warning", ["message": text]) } else { printError("warning: \(text)") }
+        if printer.style == .json {
+            printer.event("warning", ["message": text])
+        } else {
+            printError("warning: \(text)")
+        }
     }
 
     func cacheProgress(done: Int, total: Int) {
@@ -242,7 +254,8 @@ final class PretrainProgress: PretrainObserver {
 
     func batchFinished(epoch: Int, batch: Int, batches: Int, imagesPerSecond: Double, loss: Double) {
         printer.epochs = epochs
-        printer.batchFinished(epoch: epoch, batch: batch, batches: batches, imagesPerSecond: imagesPerSecond, loss: loss)
+        printer.batchFinished(
+            epoch: epoch, batch: batch, batches: batches, imagesPerSecond: imagesPerSecond, loss: loss)
     }
 
     func epochFinished(_ record: PretrainEpochRecord) {
@@ -259,7 +272,8 @@ final class PretrainProgress: PretrainObserver {
             FileHandle.standardOutput.write(
                 Data(
                     String(
-                        format: "%@epoch %3d/%d  loss %.4f  identity acc %.3f  verification %.4f  lr %.2e  %.0f img/s  %.1fs\n",
+                        format:
+                            "%@epoch %3d/%d  loss %.4f  identity acc %.3f  verification %.4f  lr %.2e  %.0f img/s  %.1fs\n",
                         clear, record.epoch, epochs, record.loss, record.accuracy, record.verificationAccuracy,
                         record.learningRate, record.imagesPerSecond, record.seconds
                     ).utf8))

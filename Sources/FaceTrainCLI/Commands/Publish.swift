@@ -8,7 +8,7 @@ struct Publish: Command {
     static let arguments = "<bundle>"
     static var options: [OptionSpec] {
         [
-            .option("models", "dir", "Models directory, when <bundle> is a bare version number.", default: "models"),
+            .option("models", "dir", "Models directory, when <bundle> is a bare version number.", default: "models")
         ] + GateOptions.specs(server: false) + [
             .option(
                 "base-url", "url",

@@ -11,7 +11,8 @@ struct Serve: Command {
             .required("data", "dir", "Data folder the server owns (users/<id>/ crops and users.json, as fit reads)."),
             .required("models", "dir", "Models folder: bundles, latest.json and the training queue (.jobs/)."),
             .option(
-                "listen", "host:port", "Address and port (IPv6 in brackets: [::1]:8080); port 0 picks a free one.", default: "127.0.0.1:8080"),
+                "listen", "host:port", "Address and port (IPv6 in brackets: [::1]:8080); port 0 picks a free one.",
+                default: "127.0.0.1:8080"),
             .option("token-file", "file", "File holding the bearer token every write route needs."),
             .option("cert", "file", "PEM certificate (chain) to serve HTTPS with; needs --key."),
             .option("key", "file", "PEM private key of --cert."),
@@ -148,7 +149,8 @@ struct Serve: Command {
     func run() throws -> ExitCode {
         installInterruptHandler()
         let server = try FaceServer(configuration: configuration)
-        let address = "\(configuration.tls == nil ? "http" : "https")://\(ServerConfiguration.urlHost(configuration.host)):\(server.port)"
+        let address =
+            "\(configuration.tls == nil ? "http" : "https")://\(ServerConfiguration.urlHost(configuration.host)):\(server.port)"
         printError(
             "facetrain serve: listening on \(address) (data \(configuration.data.path), models "
                 + "\(configuration.models.path)); Ctrl-C stops")

@@ -1,5 +1,8 @@
 import Foundation
 
+// How the engine asks glibc to keep freed tensor memory for the next step. Not an allocator of its
+// own: tensors still come from Swift arrays.
+
 #if os(Linux)
     /// glibc's `int mallopt(int param, int value)`: <malloc.h> is not in Swift's Glibc module.
     @_silgen_name("mallopt") private func mallopt(_ parameter: Int32, _ value: Int32) -> Int32

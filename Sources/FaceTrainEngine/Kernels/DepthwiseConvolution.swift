@@ -325,7 +325,8 @@ func depthwiseConvolutionBackward(
                     // Columns ow..<pitch of each row stay zero from the first fill.
                     for oy in 0..<oh { (spread + oy * plane.pitch).update(from: dyPlane + oy * ow, count: ow) }
                     if k == 3 {
-                        correlate3x3(spread, padded, pitch: plane.pitch, count: plane.rows, into: weightGradient + o * 9)
+                        correlate3x3(
+                            spread, padded, pitch: plane.pitch, count: plane.rows, into: weightGradient + o * 9)
                         if inputGradient != nil {
                             filterBack3x3(
                                 spread, pitch: plane.pitch, weights: weight + o * 9, adding: paddedGradient,

@@ -131,7 +131,8 @@ public struct CosineMarginSoftmax: Sendable {
                 unitGradient: unitWeightGradient, unit: unitWeights, norms: weightNorms, columns: d))
         let loss = zip(rowLoss, rowWeights).reduce(0) { $0 + $1.0 * $1.1 } / totalWeight
         let accuracy = Float(rowCorrect.filter { $0 }.count) / Float(max(batch, 1))
-        return Result(loss: loss, accuracy: accuracy, embeddingGradient: Tensor(shape: [batch, d], scalars: embeddingGradient))
+        return Result(
+            loss: loss, accuracy: accuracy, embeddingGradient: Tensor(shape: [batch, d], scalars: embeddingGradient))
     }
 
     /// dŴ[range] = gᵀ[range, :]·Ê, with g [batch, classes] and Ê [batch, features].
@@ -142,7 +143,9 @@ public struct CosineMarginSoftmax: Sendable {
         // A column slice of g is not contiguous: gather it so the product is one plain GEMM.
         var slice = [Float](repeating: 0, count: batch * range.count)
         for row in 0..<batch {
-            for (column, index) in range.enumerated() { slice[row * range.count + column] = gradient[row * classes + index] }
+            for (column, index) in range.enumerated() {
+                slice[row * range.count + column] = gradient[row * classes + index]
+            }
         }
         slice.withUnsafeBufferPointer { s in
             gemm(
@@ -166,11 +169,14 @@ public struct CosineMarginSoftmax: Sendable {
     }
 
     /// Through x̂ = x/‖x‖: dx = (dx̂ − x̂·(x̂·dx̂)) / ‖x‖, row by row.
-    package static func backwardNormalize(unitGradient: [Float], unit: [Float], norms: [Float], columns: Int) -> [Float] {
+    package static func backwardNormalize(unitGradient: [Float], unit: [Float], norms: [Float], columns: Int) -> [Float]
+    {
         var result = unitGradient
         for row in 0..<norms.count {
             var projection: Float = 0
-            for column in 0..<columns { projection += unit[row * columns + column] * unitGradient[row * columns + column] }
+            for column in 0..<columns {
+                projection += unit[row * columns + column] * unitGradient[row * columns + column]
+            }
             for column in 0..<columns {
                 let index = row * columns + column
                 result[index] = (unitGradient[index] - unit[index] * projection) / norms[row]

@@ -27,7 +27,8 @@ extension ModelDefinition {
     public static func referenceSmallGlobalDepthwise(
         classLabels: [String], inputSize: Int = 64, channels: Int = 3, width: Int = 16
     ) -> ModelDefinition {
-        var definition = referenceSmall(classLabels: classLabels, inputSize: inputSize, channels: channels, width: width)
+        var definition = referenceSmall(
+            classLabels: classLabels, inputSize: inputSize, channels: channels, width: width)
         let embedding = width * 8
         let poolIndex = definition.layers.firstIndex(of: .globalAveragePool)!
         definition.layers.insert(globalDepthwise(channels: embedding, inputSize: inputSize), at: poolIndex)

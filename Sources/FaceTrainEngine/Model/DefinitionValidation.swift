@@ -81,7 +81,8 @@ extension ModelDefinition {
             throw .invalidInput(reason: "size \(input.width)x\(input.height) is not positive")
         }
         guard input.crop >= 0, input.networkWidth > 0, input.networkHeight > 0 else {
-            throw .invalidInput(reason: "a crop of \(input.crop) pixels a side leaves nothing of \(input.width)x\(input.height)")
+            throw .invalidInput(
+                reason: "a crop of \(input.crop) pixels a side leaves nothing of \(input.width)x\(input.height)")
         }
         switch (input.channels, input.colorSpace) {
         case (3, "RGB"), (1, "GRAY"): break

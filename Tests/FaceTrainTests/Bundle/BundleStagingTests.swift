@@ -129,7 +129,8 @@ struct BundleStagingTests {
             #expect(throws: BundleError.self) { try staging.write(Data("x".utf8), named: name) }
         }
         try staging.write(Data("x".utf8), named: "notes.txt")
-        #expect(throws: FileSystemError(operation: "create", path: staging.directory.path + "/notes.txt", code: EEXIST)) {
+        #expect(throws: FileSystemError(operation: "create", path: staging.directory.path + "/notes.txt", code: EEXIST))
+        {
             try staging.write(Data("y".utf8), named: "notes.txt")
         }
         #expect(throws: BundleError.missingWeights(path: staging.directory.path)) {

@@ -11,7 +11,8 @@ import Testing
     /// A 32x32 RGB crop with unequal channels everywhere.
     static let image: Image = {
         var random = SplitMix64(seed: 9)
-        return Image(width: 32, height: 32, channels: 3, pixels: (0..<(32 * 32 * 3)).map { _ in UInt8(random.next() % 256) })
+        return Image(
+            width: 32, height: 32, channels: 3, pixels: (0..<(32 * 32 * 3)).map { _ in UInt8(random.next() % 256) })
     }()
 
     static func augmented(_ settings: AugmentationSettings, seed: UInt64) -> (output: [Float], next: UInt64) {
@@ -36,7 +37,8 @@ import Testing
             }
             var colourful = 0
             for pixel in 0..<plane {
-                let luma = 0.299 * value(colour, 0, pixel) + 0.587 * value(colour, 1, pixel) + 0.114 * value(colour, 2, pixel)
+                let luma =
+                    0.299 * value(colour, 0, pixel) + 0.587 * value(colour, 1, pixel) + 0.114 * value(colour, 2, pixel)
                 for channel in 0..<3 {
                     #expect(abs(value(greyed, channel, pixel) - luma) < 1e-3, "seed \(seed) pixel \(pixel)")
                 }

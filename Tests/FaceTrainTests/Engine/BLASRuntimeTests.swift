@@ -24,25 +24,31 @@ import Testing
 
     @Test func eachCPUGetsTheFastestKernelItCanRun() {
         let unset: [String: String] = [:]
-        #expect(BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.xeonFlags, runningKernel: "Prescott")
-            == "SkylakeX")
-        #expect(BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.zen3Flags, runningKernel: "Zen")
-            == "Haswell")
-        #expect(BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.oldFlags, runningKernel: "Nehalem")
-            == nil)
+        #expect(
+            BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.xeonFlags, runningKernel: "Prescott")
+                == "SkylakeX")
+        #expect(
+            BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.zen3Flags, runningKernel: "Zen")
+                == "Haswell")
+        #expect(
+            BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.oldFlags, runningKernel: "Nehalem")
+                == nil)
         // Already the best, or Cooperlake (SkylakeX's single-precision kernels) where the CPU has BF16.
-        #expect(BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.xeonFlags, runningKernel: "SkylakeX")
-            == nil)
+        #expect(
+            BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.xeonFlags, runningKernel: "SkylakeX")
+                == nil)
         #expect(
             BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.xeonFlags, runningKernel: "Cooperlake")
                 == nil)
         var noBF16 = Self.xeonFlags
         noBF16.remove("avx512_bf16")
-        #expect(BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: noBF16, runningKernel: "Cooperlake")
-            == "SkylakeX")
+        #expect(
+            BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: noBF16, runningKernel: "Cooperlake")
+                == "SkylakeX")
         // An AVX-512 kernel on a CPU that has only AVX2 is corrected.
-        #expect(BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.zen3Flags, runningKernel: "SkylakeX")
-            == "Haswell")
+        #expect(
+            BLASRuntime.coreTypeToSelect(environment: unset, cpuFlags: Self.zen3Flags, runningKernel: "SkylakeX")
+                == "Haswell")
     }
 
     @Test func theUsersKernelAndAReexecutedProcessAreLeftAlone() {
@@ -72,7 +78,8 @@ import Testing
         #expect(message.contains("Prescott, Haswell, Zen"))
         #expect(!message.contains("Cooperlake"))
         #expect(
-            BLASRuntime.unrunnableCoreTypeMessage(environment: ["OPENBLAS_CORETYPE": "Haswell"], cpuFlags: Self.zen3Flags)
+            BLASRuntime.unrunnableCoreTypeMessage(
+                environment: ["OPENBLAS_CORETYPE": "Haswell"], cpuFlags: Self.zen3Flags)
                 == nil)
         #expect(BLASRuntime.unrunnableCoreTypeMessage(environment: [:], cpuFlags: Self.oldFlags) == nil)
         #expect(BLASRuntime.runnableMatrixCoreTypes(cpuFlags: Self.oldFlags) == ["Prescott"])

@@ -222,7 +222,9 @@ import Testing
         var centre = Tensor(zeros: [4, 3, 8, 8])
         for plane in 0..<12 {
             for y in 0..<8 {
-                for x in 0..<8 { centre.scalars[(plane * 8 + y) * 8 + x] = whole.scalars[(plane * 12 + y + 2) * 12 + x + 2] }
+                for x in 0..<8 {
+                    centre.scalars[(plane * 8 + y) * 8 + x] = whole.scalars[(plane * 12 + y + 2) * 12 + x + 2]
+                }
             }
         }
         var reference = try Network(definition: plain, seed: 9)
@@ -233,7 +235,8 @@ import Testing
         for (net, images) in [(0, whole), (1, centre)] {
             var current = net == 0 ? network : reference
             let logits = current.forward(images, mode: .training)
-            let (_, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0).lossAndGradient(logits: logits, labels: Self.labels)
+            let (_, gradient) = SoftmaxCrossEntropy(labelSmoothing: 0).lossAndGradient(
+                logits: logits, labels: Self.labels)
             current.zeroGradients()
             current.backward(gradient)
             if net == 0 { network = current } else { reference = current }

@@ -152,7 +152,9 @@ struct ExportConsumerTests {
         for crop in crops.prefix(2) {
             var images = Tensor(zeros: [1, 3, 64, 64])
             images.scalars.withUnsafeMutableBufferPointer {
-                ImageTensor.write(Image(width: 64, height: 64, channels: 3, pixels: crop.pixels), input: definition.input, to: $0.baseAddress!)
+                ImageTensor.write(
+                    Image(width: 64, height: 64, channels: 3, pixels: crop.pixels), input: definition.input,
+                    to: $0.baseAddress!)
             }
             let engine = try network.probabilities(for: images).scalars.map(Double.init)
             let reference = ReferenceForwardPass.probabilities(model, pixels: crop.pixels)

@@ -139,7 +139,9 @@ enum ReferenceForwardPass {
         if input.crop > 0 {
             let (top, innerHeight, innerWidth) = (input.crop, height - 2 * input.crop, width - 2 * input.crop)
             data = (0..<(channels * innerHeight * innerWidth)).map { index in
-                let (c, y, x) = (index / (innerHeight * innerWidth), index / innerWidth % innerHeight, index % innerWidth)
+                let (c, y, x) = (
+                    index / (innerHeight * innerWidth), index / innerWidth % innerHeight, index % innerWidth
+                )
                 return data[(c * height + y + top) * width + x + top]
             }
             (height, width) = (innerHeight, innerWidth)

@@ -136,7 +136,8 @@ struct ExportValidationTests {
                     reason: "it adds layer 2's output of shape [4, 8, 8] to an input of shape [4, 4, 4]"))
 
         definition = Self.smallModel().definition
-        definition.layers[0] = .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1, groups: 2)
+        definition.layers[0] = .conv2D(
+            inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1, groups: 2)
         #expect(
             Self.exportError(TrainedModel.seeded(definition, seed: 1))
                 == .invalidLayer(layer: "0.conv2d", reason: "2 groups do not divide 3 -> 4 channels"))

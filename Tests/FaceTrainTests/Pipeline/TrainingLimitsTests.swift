@@ -26,7 +26,8 @@ import Testing
         try TrainingLimits.checkTargetFalseAcceptRate(1)
         #expect(
             throws: ConfigurationError(
-                option: "target-far", message: "--target-far must be a share in 0...1 (0.05 = 5 % of strangers accepted)")
+                option: "target-far",
+                message: "--target-far must be a share in 0...1 (0.05 = 5 % of strangers accepted)")
         ) { try TrainingLimits.checkTargetFalseAcceptRate(.nan) }
     }
 
@@ -76,8 +77,13 @@ import Testing
     }
 
     @Test func theGateTakesSharesOnly() {
-        #expect(throws: Never.self) { try PublishGate(minimumUserAccuracy: 0.9, maximumFalseAcceptRate: 0.05).validate() }
-        #expect(throws: ConfigurationError(option: "max-false-accept", message: "'--max-false-accept' must be between 0 and 1")) {
+        #expect(throws: Never.self) {
+            try PublishGate(minimumUserAccuracy: 0.9, maximumFalseAcceptRate: 0.05).validate()
+        }
+        #expect(
+            throws: ConfigurationError(
+                option: "max-false-accept", message: "'--max-false-accept' must be between 0 and 1")
+        ) {
             try PublishGate(maximumFalseAcceptRate: 1.5).validate()
         }
         #expect(throws: ConfigurationError.self) { try PublishGate(allowedRegression: .nan).validate() }

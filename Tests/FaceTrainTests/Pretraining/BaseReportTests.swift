@@ -10,7 +10,9 @@ import Testing
         let manifest = try BaseModel.builtin().manifest
         let html = BaseReport.html(manifest)
         let input = manifest.definition.input
-        #expect(html.contains("\(manifest.architecture), width \(manifest.width), \(manifest.embeddingFeatures)-d embedding"))
+        #expect(
+            html.contains(
+                "\(manifest.architecture), width \(manifest.width), \(manifest.embeddingFeatures)-d embedding"))
         #expect(input.crop > 0, "the builtin base has an input crop")
         #expect(
             html.contains(

@@ -2,8 +2,8 @@ import Foundation
 import Testing
 
 @testable import FaceTrain
-@testable import FaceTrainEngine
 @testable import FaceTrainBenchmark
+@testable import FaceTrainEngine
 
 /// The pretraining head (CosFace) and the relational distillation against double-precision
 /// central differences of their definitions.
@@ -51,13 +51,15 @@ import Testing
             embeddings: e, weight: w, features: features, labels: labels, scale: 8, margin: 0.3, classWeights: cw)
         #expect(abs(Double(result.loss) - direct) < 1e-5 * max(1, direct))
         let numericEmbedding = LossTests.centralDifferences(e) {
-            Self.cosFace(embeddings: $0, weight: w, features: features, labels: labels, scale: 8, margin: 0.3, classWeights: cw)
+            Self.cosFace(
+                embeddings: $0, weight: w, features: features, labels: labels, scale: 8, margin: 0.3, classWeights: cw)
         }
         for (analytic, numeric) in zip(result.embeddingGradient.scalars, numericEmbedding) {
             #expect(abs(Double(analytic) - numeric) < 1e-4, "dE \(analytic) vs \(numeric)")
         }
         let numericWeight = LossTests.centralDifferences(w) {
-            Self.cosFace(embeddings: e, weight: $0, features: features, labels: labels, scale: 8, margin: 0.3, classWeights: cw)
+            Self.cosFace(
+                embeddings: e, weight: $0, features: features, labels: labels, scale: 8, margin: 0.3, classWeights: cw)
         }
         for (analytic, numeric) in zip(head.weight.gradient.scalars, numericWeight) {
             #expect(abs(Double(analytic) - numeric) < 1e-4, "dW \(analytic) vs \(numeric)")
@@ -73,7 +75,9 @@ import Testing
         var labels: [Int] = []
         for sample in 0..<32 {
             let label = sample % 4
-            for feature in 0..<4 { scalars.append((feature == label ? 1 : 0) + Float(generator.nextUniform() - 0.5) * 0.4) }
+            for feature in 0..<4 {
+                scalars.append((feature == label ? 1 : 0) + Float(generator.nextUniform() - 0.5) * 0.4)
+            }
             labels.append(label)
         }
         let embeddings = Tensor(shape: [32, 4], scalars: scalars)
@@ -132,14 +136,18 @@ import Testing
     }
 
     /// Feature distillation written out: mean over rows with a teacher of weight·(1 − cos(P·e, t)).
-    static func feature(_ embeddings: [Double], projection: [Double], features: Int, targets: Int, teacher: [[Double]?],
-                        weight: Double) -> Double {
+    static func feature(
+        _ embeddings: [Double], projection: [Double], features: Int, targets: Int, teacher: [[Double]?],
+        weight: Double
+    ) -> Double {
         var total = 0.0
         var count = 0.0
         for (row, target) in teacher.enumerated() {
             guard let target else { continue }
             let e = embeddings[(row * features)..<((row + 1) * features)]
-            let y = (0..<targets).map { o in zip(projection[(o * features)..<((o + 1) * features)], e).reduce(0) { $0 + $1.0 * $1.1 } }
+            let y = (0..<targets).map { o in
+                zip(projection[(o * features)..<((o + 1) * features)], e).reduce(0) { $0 + $1.0 * $1.1 }
+            }
             let length = y.reduce(0) { $0 + $1 * $1 }.squareRoot()
             let cosine = zip(y, target).reduce(0) { $0 + $1.0 * $1.1 } / length
             total += weight * (1 - cosine)
@@ -184,9 +192,10 @@ import Testing
     @Test func teacherRowsAreCentredOnTheirOwnMeanAndUnitLength() {
         var generator = SplitMix64(seed: 3)
         let offset: [Float] = [5, 5, 5, 5]
-        let rows: [[Float]?] = (0..<40).map { _ in
-            offset.map { $0 + Float(Double(generator.next() % 1000) / 1000 - 0.5) }
-        } + [nil]
+        let rows: [[Float]?] =
+            (0..<40).map { _ in
+                offset.map { $0 + Float(Double(generator.next() % 1000) / 1000 - 0.5) }
+            } + [nil]
         let centred = TeacherDescriptors.centredUnitRows(rows)
         #expect(centred.last! == nil)
         let present = centred.compactMap { $0 }
@@ -194,7 +203,11 @@ import Testing
         func meanCosine(_ vectors: [[Float]]) -> Float {
             let units = vectors.map { ModelEvaluation.unitLength($0) }
             var total: Float = 0
-            for i in 0..<units.count { for j in 0..<units.count where j != i { total += zip(units[i], units[j]).reduce(0) { $0 + $1.0 * $1.1 } } }
+            for i in 0..<units.count {
+                for j in 0..<units.count where j != i {
+                    total += zip(units[i], units[j]).reduce(0) { $0 + $1.0 * $1.1 }
+                }
+            }
             return total / Float(units.count * (units.count - 1))
         }
         #expect(meanCosine(rows.compactMap { $0 }) > 0.95)
