@@ -37,8 +37,15 @@ IMPORTS=(-I "$PRODUCTS/Modules" -Xcc -fmodule-map-file="$PRODUCTS/CBaseModel.bui
          -Xcc -I -Xcc Sources/CBaseModel/include)
 for module in Sources/C*/module.modulemap; do IMPORTS+=(-Xcc -fmodule-map-file="$module"); done
 for flag in $(pkg-config --cflags $PACKAGES); do IMPORTS+=(-Xcc "$flag"); done
-LIBRARY_OBJECTS=("$PRODUCTS"/FaceTrainEngine.build/*.o "$PRODUCTS"/FaceTrain.build/*.o "$PRODUCTS"/FaceTrainServer.build/*.o
-                 "$PRODUCTS"/FaceTrainSynthesis.build/*.o "$PRODUCTS"/CBaseModel.build/*.o)
+# The objects of the library targets whose source still exists: a build folder keeps the object of a
+# source file that was deleted or renamed, and linking it would bring back its old symbols.
+LIBRARY_OBJECTS=("$PRODUCTS"/CBaseModel.build/*.o)
+for target in FaceTrainEngine FaceTrain FaceTrainServer FaceTrainSynthesis; do
+    for object in "$PRODUCTS/$target.build"/*.swift.o; do
+        source=$(basename "$object" .o)
+        [ -n "$(find "Sources/$target" -name "$source" -print -quit)" ] && LIBRARY_OBJECTS+=("$object")
+    done
+done
 # shellcheck disable=SC2046  # pkg-config prints several flags
 LINK=($(pkg-config --libs $PACKAGES) -lstdc++)
 
