@@ -77,6 +77,29 @@ enum FaceRenderer {
         painter.paint(on: &canvas)
         return conditions.camera.develop(canvas, size: size, factor: supersampling)
     }
+
+    /// Paints one face (with hair, ears, neck and shoulders) through `canvas.view` over whatever is there:
+    /// the building block of a scene with several people. `conditions.camera` is not used.
+    static func paint(identity: FaceIdentity, conditions: PhotoConditions, grainSeed: UInt64, on canvas: inout Canvas) {
+        var painter = FacePainter(identity: identity, conditions: conditions, grainSeed: grainSeed)
+        painter.paint(on: &canvas)
+    }
+
+    /// Where `paint` puts the face's five landmarks and its box outline, in face units (map them through the
+    /// canvas view used to paint). Read from the same positions the painter draws with, not from pixels.
+    static func geometry(identity: FaceIdentity, conditions: PhotoConditions) -> FaceGeometry {
+        FacePainter(identity: identity, conditions: conditions, grainSeed: 0).geometry
+    }
+}
+
+/// A drawn face's annotation in face units: what a detector should learn to find.
+struct FaceGeometry: Sendable {
+    /// faces_in_photos' order: the person's right eye centre (image left), left eye centre, nose tip, right
+    /// mouth corner (image left), left mouth corner.
+    let landmarks: [Point]
+    /// Points on the edge of the region a WIDER FACE box covers; the box is their bounding rectangle after the
+    /// view transform. See `FacePainter.geometry` for the rule.
+    let boxOutline: [Point]
 }
 
 /// The drawing steps of a face, back to front, with the pose already applied to each feature's position.
@@ -110,6 +133,47 @@ private struct FacePainter {
 
     var skin: Color { person.skin }
     var eyeShift: Float { photo.yaw * 0.11 }
+    /// Centre of the eye on the image's left (`side` -1, the person's right eye) or right (`side` 1).
+    func eyeCenter(side: Float) -> Point { Point(side * person.eyeSpacing + eyeShift, eyeY) }
+    var smile: Float { person.restingSmile + photo.smile }
+    /// Half the mouth's width: wider when smiling, foreshortened when the head turns.
+    var mouthHalfWidth: Float {
+        person.mouthWidth / 2 * (1 + 0.12 * smile) * max(0.6, 1 - abs(photo.yaw) * 0.4)
+    }
+    /// How far a smile raises the mouth corners.
+    var mouthCornerLift: Float { smile * 0.04 }
+    /// The mouth corner on the image's left (`side` -1) or right (`side` 1), where every lip curve meets.
+    func mouthCorner(side: Float) -> Point {
+        Point(mouthCenter.x + side * mouthHalfWidth, mouthCenter.y - mouthCornerLift)
+    }
+
+    /// The box rule, WIDER FACE's convention as faces_in_photos shows it (on frontal faces its boxes run from
+    /// about the hairline to the chin and from cheek to cheek, ears left out): the skin outline below the
+    /// person's hairline, so the box spans the outline's full width, the hairline's height and the chin.
+    /// Bald and fringed heads use the same hairline height, where the forehead would end.
+    var geometry: FaceGeometry {
+        let top = -person.faceHeight * person.hairline
+        var outline: [Point] = []
+        let steps = 24
+        for step in 0...steps {
+            let y = top + (person.faceHeight - top) * Float(step) / Float(steps)
+            // The outline of `Shape.faceOutline`: an ellipse whose half-width narrows below the centre by the taper.
+            let lower = max(0, y / person.faceHeight)
+            let width = person.faceWidth * max(0.2, 1 - person.jawTaper * lower * lower)
+            let ratio = y / person.faceHeight
+            let halfWidth = width * max(0, 1 - ratio * ratio).squareRoot()
+            outline.append(Point(faceCenterX - halfWidth, y))
+            outline.append(Point(faceCenterX + halfWidth, y))
+        }
+        // Where the outline is widest (its centre line) when the hairline lies above it.
+        if top < 0 {
+            outline.append(Point(faceCenterX - person.faceWidth, 0))
+            outline.append(Point(faceCenterX + person.faceWidth, 0))
+        }
+        return FaceGeometry(
+            landmarks: [eyeCenter(side: -1), eyeCenter(side: 1), noseTip, mouthCorner(side: -1), mouthCorner(side: 1)],
+            boxOutline: outline)
+    }
     var hairCenter: Point { Point(faceCenterX + photo.yaw * 0.03, -0.06) }
     var faceShape: Shape {
         .faceOutline(
@@ -202,10 +266,10 @@ private struct FacePainter {
     private func paintSkinDetails(on canvas: inout Canvas) {
         let cheekY = eyeY + person.noseLength * 0.75
         for side: Float in [-1, 1] {
-            let eyeCenter = Point(side * person.eyeSpacing + eyeShift, eyeY)
+            let eye = eyeCenter(side: side)
             canvas.fill(
                 .ellipse(
-                    center: eyeCenter + Point(0, -0.01), radiusX: person.eyeSize * 1.5,
+                    center: eye + Point(0, -0.01), radiusX: person.eyeSize * 1.5,
                     radiusY: person.eyeSize * 1.1, angle: 0), skin * 0.72, opacity: 0.45, softness: 0.05)
             if person.blush > 0.02 {
                 canvas.fill(
@@ -257,7 +321,7 @@ private struct FacePainter {
     }
 
     private func paintEye(side: Float, on canvas: inout Canvas) {
-        let center = Point(side * person.eyeSpacing + eyeShift, eyeY)
+        let center = eyeCenter(side: side)
         // The eye on the side the face turns towards is seen at a steeper angle, hence narrower.
         let radiusX = person.eyeSize * max(0.5, 1 - side * photo.yaw * 0.6)
         let angle = -side * person.eyeTilt
@@ -332,9 +396,9 @@ private struct FacePainter {
     }
 
     private func paintMouth(on canvas: inout Canvas) {
-        let smile = person.restingSmile + photo.smile
-        let lift = smile * 0.04
-        let halfWidth = person.mouthWidth / 2 * (1 + 0.12 * smile) * max(0.6, 1 - abs(photo.yaw) * 0.4)
+        let smile = self.smile
+        let lift = mouthCornerLift
+        let halfWidth = mouthHalfWidth
         let x = mouthCenter.x
         let y = mouthCenter.y
         let open = photo.mouthOpen

@@ -142,66 +142,23 @@ public enum SyntheticFaces {
         let start = Date()
         try configuration.validate()
         let output = configuration.outputDirectory.standardizedFileURL
-        let fileManager = FileManager.default
-        var isDirectory: ObjCBool = false
-        let exists = fileManager.fileExists(atPath: output.path, isDirectory: &isDirectory)
-        if exists && !isDirectory.boolValue { throw SynthesisError.outputIsNotDirectory(path: output.path) }
-        var isEmpty = true
-        if exists {
-            do {
-                isEmpty = try fileManager.contentsOfDirectory(atPath: output.path).isEmpty
-            } catch {
-                throw SynthesisError.cannotWrite(path: output.path, reason: Self.reason(error))
-            }
-        }
-        if !isEmpty && !configuration.replaceExisting { throw SynthesisError.outputNotEmpty(path: output.path) }
-
-        if exists {
-            // An existing folder (possibly a symbolic link or a mount point) is filled in place.
-            try write(configuration, into: output)
-        } else {
-            let staging = try makeStagingDirectory(for: output)
-            do {
-                try write(configuration, into: staging)
-                do {
-                    try fileManager.moveItem(at: staging, to: output)
-                } catch {
-                    throw SynthesisError.cannotWrite(path: output.path, reason: Self.reason(error))
-                }
-            } catch {
-                try? fileManager.removeItem(at: staging)
-                throw error
-            }
+        let wasEmpty = try SynthesisOutput.fill(output, replaceExisting: configuration.replaceExisting) { folder in
+            try write(configuration, into: folder)
         }
 
         var counts: [Int: Int] = [:]
         let samples = samples(for: configuration)
         for sample in samples { counts[sample.label, default: 0] += 1 }
-        let leftovers = isEmpty ? [] : leftoverFiles(in: output, expected: Set(samples.map(\.relativePath)))
+        let leftovers =
+            wasEmpty
+            ? []
+            : SynthesisOutput.leftoverFiles(in: output, expected: Set(samples.map(\.relativePath) + [usersFileName]))
         return SynthesisSummary(
             outputDirectory: output,
             users: users(
                 count: configuration.userCount,
                 seed: configuration.seed),
             imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
-    }
-
-    /// A new hidden folder beside `output`, creating `output`'s parents when needed.
-    private static func makeStagingDirectory(for output: URL) throws -> URL {
-        let parent = output.deletingLastPathComponent()
-        do {
-            try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
-        } catch {
-            throw SynthesisError.cannotCreateDirectory(path: parent.path, reason: Self.reason(error))
-        }
-        let suffix = "\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
-        let staging = parent.appendingPathComponent(".\(output.lastPathComponent).partial-\(suffix)")
-        do {
-            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
-        } catch {
-            throw SynthesisError.cannotCreateDirectory(path: staging.path, reason: Self.reason(error))
-        }
-        return staging
     }
 
     /// Writes the class folders, every crop (in parallel) and `users.json` into `directory`.
@@ -212,7 +169,7 @@ public enum SyntheticFaces {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             } catch {
-                throw SynthesisError.cannotCreateDirectory(path: folder.path, reason: Self.reason(error))
+                throw SynthesisError.cannotCreateDirectory(path: folder.path, reason: SynthesisOutput.reason(error))
             }
         }
         let failures = FailureList()
@@ -232,7 +189,7 @@ public enum SyntheticFaces {
             do {
                 try data.write(to: file, options: .atomic)
             } catch {
-                failures.record(index, .cannotWrite(path: file.path, reason: Self.reason(error)))
+                failures.record(index, .cannotWrite(path: file.path, reason: SynthesisOutput.reason(error)))
             }
         }
         if let failure = failures.first { throw failure }
@@ -246,64 +203,7 @@ public enum SyntheticFaces {
             json.append(0x0A)
             try json.write(to: usersFile, options: .atomic)
         } catch {
-            throw SynthesisError.cannotWrite(path: usersFile.path, reason: Self.reason(error))
+            throw SynthesisError.cannotWrite(path: usersFile.path, reason: SynthesisOutput.reason(error))
         }
-    }
-
-    /// Regular files under `directory` that are neither a generated crop nor `users.json`, sorted.
-    private static func leftoverFiles(in directory: URL, expected: Set<String>) -> [String] {
-        guard let enumerator = FileManager.default.enumerator(atPath: directory.path) else { return [] }
-        var leftovers: [String] = []
-        while let path = enumerator.nextObject() as? String {
-            var isDirectory: ObjCBool = false
-            let full = directory.appendingPathComponent(path).path
-            guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue else {
-                continue
-            }
-            if path != usersFileName && !expected.contains(path) { leftovers.append(path) }
-        }
-        return leftovers.sorted()
-    }
-
-    /// The most readable text of a file-system error: the POSIX reason when there is one, without a final period.
-    private static func reason(_ error: Error) -> String {
-        let nsError = error as NSError
-        var text = nsError.localizedDescription
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError,
-            underlying.domain == NSPOSIXErrorDomain
-        {
-            text = String(cString: strerror(Int32(underlying.code)))
-        } else if nsError.domain == NSPOSIXErrorDomain {
-            text = String(cString: strerror(Int32(nsError.code)))
-        } else if let cocoa = error as? CocoaError {
-            switch cocoa.code {
-            case .fileNoSuchFile, .fileReadNoSuchFile: text = "a folder on the path does not exist or cannot be created"
-            case .fileWriteNoPermission, .fileReadNoPermission: text = "permission denied"
-            case .fileWriteVolumeReadOnly: text = "read-only file system"
-            case .fileWriteOutOfSpace: text = "no space left on device"
-            case .fileWriteFileExists: text = "a file is in the way"
-            default: break
-            }
-        }
-        while text.hasSuffix(".") { text.removeLast() }
-        return text
-    }
-}
-
-/// Errors raised on worker threads, kept by sample index so the reported one does not depend on scheduling.
-private final class FailureList: @unchecked Sendable {
-    private let lock = NSLock()
-    private var failures: [(Int, SynthesisError)] = []
-
-    func record(_ index: Int, _ error: SynthesisError) {
-        lock.lock()
-        failures.append((index, error))
-        lock.unlock()
-    }
-
-    var first: SynthesisError? {
-        lock.lock()
-        defer { lock.unlock() }
-        return failures.min { $0.0 < $1.0 }?.1
     }
 }

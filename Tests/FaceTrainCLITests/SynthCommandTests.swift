@@ -7,13 +7,13 @@ import Testing
     @Test func parsesDefaultsAndOptions() throws {
         let arguments = try ParsedArguments(
             ["--out", "x", "--users", "3", "--seed=9", "--force"], specs: Synth.options)
-        let command = try Synth(arguments: arguments)
-        #expect(command.configuration.userCount == 3)
-        #expect(command.configuration.imagesPerUser == 25)
-        #expect(command.configuration.seed == 9)
-        #expect(command.configuration.imageSize == 64)
-        #expect(command.configuration.replaceExisting)
-        #expect(command.configuration.outputDirectory.lastPathComponent == "x")
+        let configuration = try #require(try Synth(arguments: arguments).configuration)
+        #expect(configuration.userCount == 3)
+        #expect(configuration.imagesPerUser == 25)
+        #expect(configuration.seed == 9)
+        #expect(configuration.imageSize == 64)
+        #expect(configuration.replaceExisting)
+        #expect(configuration.outputDirectory.lastPathComponent == "x")
     }
 
     @Test func rejectsInvalidCountsAsUsageErrors() throws {

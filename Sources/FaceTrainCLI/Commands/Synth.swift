@@ -2,13 +2,28 @@ import FaceTrain
 import FaceTrainSynthesis
 import Foundation
 
-/// `facetrain synth`: writes a deterministic synthetic data set of face crops, strangers and non-faces.
+/// `facetrain synth`: writes a deterministic synthetic data set of face crops, strangers and non-faces, or
+/// with `--scenes` photos with faces at known boxes and 5 landmarks for the face detector.
 struct Synth: Command {
     static let name = "synth"
-    static let abstract = "Generate a synthetic data set of face crops for demos and tests."
+    static let abstract = "Generate synthetic face crops, or with --scenes photos of faces, for demos and tests."
+    /// Options that shape the crops only, refused with `--scenes`.
+    static let cropOptions = ["users", "per-user", "size", "negatives", "unknown-identities", "per-unknown"]
+    /// Options that shape the scenes only, refused without `--scenes`.
+    static let sceneOptions = ["max-side", "dev-fraction"]
     static var options: [OptionSpec] {
         [
-            .required("out", "dir", "Folder to create: <id>/<n>.jpg per class and users.json."),
+            .required("out", "dir", "Folder to create: <id>/<n>.jpg per class and users.json, or the scenes."),
+            .option(
+                "scenes", "n",
+                "Write n photos with faces at known boxes and 5 landmarks instead of crops: images/, "
+                    + "annotations.jsonl and splits.json as in faces_in_photos."),
+            .option(
+                "max-side", "px", "With --scenes: longer side of each photo.",
+                default: String(SceneConfiguration.defaultMaximumSide)),
+            .option(
+                "dev-fraction", "f", "With --scenes: share of the photos in the dev split.",
+                default: String(SceneConfiguration.defaultDevFraction)),
             .option("users", "n", "Enrolled people; their ids start at 3.", default: "20"),
             .option("per-user", "n", "Crops per enrolled person.", default: "25"),
             .option("seed", "n", "Same seed and counts give byte-identical files.", default: "1"),
@@ -27,13 +42,46 @@ struct Synth: Command {
             .flag("force", "Write into a non-empty folder, replacing only the files this command generates."),
         ]
     }
-    let configuration: SynthesisConfiguration
+    /// What to write: crops for recognition, or scenes for the detector.
+    enum Output: Equatable {
+        case crops(SynthesisConfiguration)
+        case scenes(SceneConfiguration)
+    }
+    let output: Output
+
+    /// The crop settings, nil with `--scenes`.
+    var configuration: SynthesisConfiguration? {
+        if case .crops(let configuration) = output { return configuration }
+        return nil
+    }
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 0)
         let out: String = try arguments.required("out")
         guard !out.isEmpty else { throw UsageError(message: "The value '' is invalid for '--out <dir>'") }
-        configuration = SynthesisConfiguration(
+        if arguments.given("scenes") {
+            if let option = Self.cropOptions.first(where: arguments.given) {
+                throw UsageError(
+                    message: "--\(option) shapes face crops and does not apply to --scenes.\n"
+                        + "HINT: drop --\(option), or drop --scenes to write crops.")
+            }
+            let scenes = SceneConfiguration(
+                outputDirectory: URL(fileURLWithPath: out), sceneCount: try arguments.required("scenes"),
+                seed: try arguments.required("seed"), maximumSide: try arguments.required("max-side"),
+                devFraction: try arguments.required("dev-fraction"), replaceExisting: arguments.flag("force"))
+            do {
+                try scenes.validate()
+            } catch let error as SynthesisError {
+                throw UsageError(message: error.description)
+            }
+            output = .scenes(scenes)
+            return
+        }
+        if let option = Self.sceneOptions.first(where: arguments.given) {
+            throw UsageError(
+                message: "--\(option) applies to scenes only.\nHINT: add --scenes N, or drop --\(option).")
+        }
+        let configuration = SynthesisConfiguration(
             outputDirectory: URL(fileURLWithPath: out), userCount: try arguments.required("users"),
             imagesPerUser: try arguments.required("per-user"), seed: try arguments.required("seed"),
             imageSize: try arguments.required("size"), nonFaceCount: try arguments.required("negatives"),
@@ -44,9 +92,35 @@ struct Synth: Command {
         } catch let error as SynthesisError {
             throw UsageError(message: error.description)
         }
+        output = .crops(configuration)
     }
 
     func run() throws -> ExitCode {
+        switch output {
+        case .crops(let configuration): return try writeCrops(configuration)
+        case .scenes(let configuration): return try writeScenes(configuration)
+        }
+    }
+
+    private func writeScenes(_ configuration: SceneConfiguration) throws -> ExitCode {
+        let summary = try SyntheticScenes.generate(configuration: configuration)
+        let path = summary.outputDirectory.path
+        let empty = summary.annotations.filter { $0.faces.isEmpty }.count
+        print(
+            "Wrote \(Self.count(summary.annotations.count, "scene")) (longer side \(configuration.maximumSide) px) "
+                + "to \(path) in " + String(format: "%.1f s:", summary.seconds))
+        print(
+            "  \(Self.count(summary.faceCount, "face")) with boxes and 5 landmarks, "
+                + "\(Self.count(empty, "photo")) without a face")
+        print(
+            "  splits: \(summary.trainFiles.count) train, \(summary.devFiles.count) dev "
+                + "(\(path)/\(SyntheticScenes.splitsFileName))")
+        print("  annotations: \(path)/\(SyntheticScenes.annotationsFileName)")
+        warnAboutLeftovers(summary.leftoverFiles, in: path)
+        return .success
+    }
+
+    private func writeCrops(_ configuration: SynthesisConfiguration) throws -> ExitCode {
         let summary = try SyntheticFaces.generate(configuration: configuration)
         let path = summary.outputDirectory.path
         let counts = summary.imageCounts
@@ -68,14 +142,17 @@ struct Synth: Command {
             "  class \(SyntheticFaces.nonFaceLabel) (not a face): "
                 + Self.count(counts[SyntheticFaces.nonFaceLabel] ?? 0, "crop"))
         print("  names and positions: \(path)/\(SyntheticFaces.usersFileName)")
-        if !summary.leftoverFiles.isEmpty {
-            let examples = summary.leftoverFiles.prefix(3).joined(separator: ", ")
-            printError(
-                "warning: \(Self.count(summary.leftoverFiles.count, "file")) in \(path) were not written by this run "
-                    + "and were kept (\(examples)\(summary.leftoverFiles.count > 3 ? ", …" : "")); delete them or "
-                    + "use an empty --out so they do not mix into the data set.")
-        }
+        warnAboutLeftovers(summary.leftoverFiles, in: path)
         return .success
+    }
+
+    private func warnAboutLeftovers(_ leftovers: [String], in path: String) {
+        guard !leftovers.isEmpty else { return }
+        let examples = leftovers.prefix(3).joined(separator: ", ")
+        printError(
+            "warning: \(Self.count(leftovers.count, "file")) in \(path) were not written by this run "
+                + "and were kept (\(examples)\(leftovers.count > 3 ? ", …" : "")); delete them or "
+                + "use an empty --out so they do not mix into the data set.")
     }
 
     /// "1 crop", "2 crops".
