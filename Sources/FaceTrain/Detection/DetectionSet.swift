@@ -222,9 +222,8 @@ extension AnnotatedFace {
             throw AnnotationProblem(
                 reason: "\"box\" must be 4 finite numbers [x, y, w, h], got \(json["box"] ?? "nothing")")
         }
-        guard numbers[2] >= 0, numbers[3] >= 0 else {
-            throw AnnotationProblem(reason: "\"box\" \(numbers) has a negative width or height")
-        }
+        // A negative width or height is kept: WIDER has such boxes (2 in faces_in_photos), the scorer
+        // gives them area 0, and training never learns from them (DetectionAssignment.isLearnt).
         self.init(box: DetectionBox(x: numbers[0], y: numbers[1], width: numbers[2], height: numbers[3]))
         // WIDER's attributes, each optional (0 when absent, as the scorer reads them).
         func attribute(_ key: String, maximum: Int) throws(AnnotationProblem) -> Int {

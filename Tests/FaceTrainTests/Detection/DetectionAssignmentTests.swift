@@ -102,4 +102,12 @@ struct DetectionAssignmentTests {
         let result = DetectionAssignment().assign(faces: [], levels: levels)
         #expect(result.face.count == 84 && result.positiveCount == 0 && !result.ignored.contains(true))
     }
+
+    /// WIDER has boxes of negative width (faces_in_photos keeps 2): never learnt, and they cover no cell.
+    @Test func degenerateBoxesAreNeitherLearntNorIgnoreRegions() {
+        let degenerate = Self.face(30, 20, -1.25, 14.4)
+        #expect(!DetectionAssignment().isLearnt(degenerate))
+        let result = DetectionAssignment().assign(faces: [degenerate], levels: levels)
+        #expect(result.positiveCount == 0 && !result.ignored.contains(true))
+    }
 }

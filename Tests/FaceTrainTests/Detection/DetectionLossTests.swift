@@ -115,6 +115,7 @@ struct DetectionLossTests {
                 worst[term] = max(worst[term] ?? 0, (difference / scale).squareRoot())
             }
         }
+        print("detection loss gradients, relative error against finite differences: \(worst)")
         for (term, error) in worst { #expect(error < 2e-3, "\(term): relative error \(error)") }
         // The face-free image and the ignored cells have no gradient beyond the score's.
         #expect(worst.count == 3)
