@@ -13,10 +13,11 @@ CASES.json (written by the Swift export tests) names the two files and says what
    "operations": {"conv2d": [{"onnx": "Conv", "coreML": "convolution"}], "relu": [{..., "coreMLActivation": "ReLU"}],
                   ..., "flatten": [...], "softmax": [...], "preprocessing": [{"onnx": "Mul", "coreML": ""}, ...]}}
 
-"operations" is facetrain's table of what each layer kind exports as (ExportFormTable, read from the
-Swift layer kinds): the only list of kinds this script knows. The files may use those operators
-and layers and no others; every Core ML layer and activation in it needs an entry in COREML_LAYERS
-or COREML_ACTIVATIONS below (the numpy evaluation and weight rules), or the check fails.
+"operations" is facetrain's table of what each layer kind exports as (ExportFormTable, read from its
+ONNX and Core ML lowering tables): the only list of kinds this script knows. The files may use
+those operators and layers and no others; every Core ML layer and activation in it needs an entry
+in COREML_LAYERS or COREML_ACTIVATIONS below (the numpy evaluation and weight rules), or the check
+fails.
 
 What it does:
   ONNX     onnx.checker (full check) and strict shape inference; IR 7 / opset 13; one float NCHW input

@@ -129,7 +129,7 @@ public enum CoreMLExporter {
         writer.writeString(1, step.name)
         for input in step.inputs { writer.writeString(2, input) }
         writer.writeString(3, step.output)
-        writer.writeMessage(step.operation.form.coreMLField) { step.operation.writeCoreMLParameters(&$0) }
+        writer.writeMessage(step.operation.coreMLLayer.field) { step.operation.writeCoreMLParameters(to: &$0) }
     }
 
     // MARK: - Field numbers of the messages with more than a handful of fields

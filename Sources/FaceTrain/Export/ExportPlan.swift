@@ -39,12 +39,12 @@ public struct ExportNaming: Sendable, Equatable {
     public static let product = ExportNaming()
 }
 
-/// A trained model checked and translated into the operations both export formats share:
-/// the input's crop first when it has one, dropout removed, a flatten inserted before the first
-/// linear layer, softmax appended,
-/// every layer and blob named and every tensor checked against the definition. Each layer lowers
-/// itself (`LayerKind.lowered`); a residual add reads two blobs: the previous step's output and
-/// the earlier layer's.
+/// A trained model checked and translated into the operations both export formats share (format-free:
+/// each exporter asks its own table, Export/ONNXLowering.swift or Export/CoreMLLowering.swift, what
+/// an operation becomes): the input's crop first when it has one, the layers that inference passes
+/// through (dropout) left out, a flatten inserted before the first linear layer, softmax appended,
+/// every layer and blob named and every tensor checked against the definition. A residual add reads
+/// two blobs: the previous step's output and the earlier layer's.
 struct ExportPlan {
     /// One exported layer: a name, its input blobs (two for an add), one output blob.
     struct Step {
@@ -52,8 +52,6 @@ struct ExportPlan {
         var inputs: [String]
         var output: String
         var operation: ExportOperation
-        /// ONNX initializer names of the layer's tensors, in parameter order.
-        var tensorNames: [String]
     }
 
     let input: InputSpecification
@@ -84,11 +82,11 @@ struct ExportPlan {
             pending.append(("crop", .centreCrop(border: input.crop, height: input.height, width: input.width), nil))
         }
         var graphShape = [input.channels, input.networkHeight, input.networkWidth]
-        var pendingScale: Float?  // of an l2Normalize, waiting for the inner product to absorb it
+        var pendingScale: Float?  // of an l2Normalize, waiting for the next linear layer to absorb it
         for (index, layer) in definition.layers.enumerated() {
             let name = definition.layerNames[index]
             let kind = layer.layerKind
-            let parameters = try Self.parameters(of: layer, named: name, index: index, weights: model.weights[index])
+            var parameters = try Self.parameters(of: layer, named: name, index: index, weights: model.weights[index])
             if kind.isIdentityAtInference {
                 producers.append(pending.count - 1)
                 continue
@@ -97,11 +95,17 @@ struct ExportPlan {
                 pending.append(("flatten", .flatten, nil))
                 graphShape = [graphShape.reduce(1, *)]
             }
-            let operation = layer.exportLowering.lowered(
-                LoweringInput(
-                    parameters: parameters, graphShape: graphShape, pendingScale: pendingScale, naming: naming))
-            pendingScale = operation.pendingScale
-            pending.append((name, operation, kind.shortcutSource.map { producers[$0] }))
+            // Both formats normalise to unit length only: the scale goes into the next linear layer's
+            // weights (W·s), past the layers it commutes with (the definition check allows no others).
+            switch kind.normalizationScale {
+            case .starts: pendingScale = (kind as? L2Normalize.Kind)?.scale
+            case .absorbs:
+                if let scale = pendingScale { parameters["weight"] = parameters["weight"]?.map { $0 * scale } }
+                pendingScale = nil
+            case .passes, .refuses: break
+            }
+            let lowering = LoweringInput(parameters: parameters, graphShape: graphShape, naming: naming)
+            pending.append((name, .layer(kind, lowering), kind.shortcutSource.map { producers[$0] }))
             producers.append(pending.count - 1)
             // Until the flatten the graph keeps [C, H, W]: a pooled vector is [C, 1, 1] there.
             let shape = data[index].shape
@@ -127,8 +131,7 @@ struct ExportPlan {
                     name: name,
                     inputs: [previous] + (shortcut.map { [$0] } ?? []),
                     output: outputs[index],
-                    operation: layer.operation,
-                    tensorNames: layer.operation.tensors.map { "\(name).\($0.suffix)" }))
+                    operation: layer.operation))
         }
         self.input = definition.input
         self.classLabels = definition.classLabels

@@ -67,12 +67,13 @@ public enum ONNXExporter {
         _ model: TrainedModel, metadata: ExportMetadata, options: ONNXExportOptions = .product
     ) throws(ExportError) -> Data {
         let plan = try ExportPlan(model: model, naming: options.naming)
+        let nodes = plan.steps.map(\.operation.onnxNode)
         let reserved: Set<String> = [
             Preprocessing.scaleTensor, Preprocessing.biasTensor, Preprocessing.mulNode, Preprocessing.scaled,
             Preprocessing.addNode, Preprocessing.output,
         ]
-        for step in plan.steps {
-            for name in [step.name, step.output] + step.tensorNames where reserved.contains(name) {
+        for (step, node) in zip(plan.steps, nodes) {
+            for name in [step.name, step.output] + tensorNames(step, node) where reserved.contains(name) {
                 throw .invalidNaming(reason: "'\(name)' is reserved for the ONNX preprocessing nodes")
             }
         }
@@ -83,7 +84,7 @@ public enum ONNXExporter {
         writer.writeString(3, options.producerVersion, always: true)
         writer.writeSigned(5, Int64(metadata.version), always: true)
         writer.writeString(6, metadata.shortDescription)
-        writer.writeMessage(7) { writeGraph(plan, name: options.graphName, to: &$0) }
+        writer.writeMessage(7) { writeGraph(plan, nodes, name: options.graphName, to: &$0) }
         writer.writeMessage(8) { opset in
             opset.writeString(1, "", always: true)
             opset.writeSigned(2, Int64(opsetVersion), always: true)
@@ -112,24 +113,28 @@ public enum ONNXExporter {
 
     // MARK: - Graph
 
-    private static func writeGraph(_ plan: ExportPlan, name: String, to graph: inout ProtobufWriter) {
+    /// `nodes`: the ONNX node of each of the plan's steps.
+    private static func writeGraph(
+        _ plan: ExportPlan, _ nodes: [ONNXNode], name: String, to graph: inout ProtobufWriter
+    ) {
         let input = plan.naming.inputName
         writeNode(
-            inputs: [input, Preprocessing.scaleTensor], output: Preprocessing.scaled, name: Preprocessing.mulNode,
-            operator: "Mul", to: &graph)
+            ONNXNode.preprocessing.scale, inputs: [input, Preprocessing.scaleTensor], output: Preprocessing.scaled,
+            name: Preprocessing.mulNode, to: &graph)
         writeNode(
-            inputs: [Preprocessing.scaled, Preprocessing.biasTensor], output: Preprocessing.output,
-            name: Preprocessing.addNode, operator: "Add", to: &graph)
-        for step in plan.steps {
-            writeStep(step, inputs: step.inputs.map { $0 == input ? Preprocessing.output : $0 }, to: &graph)
+            ONNXNode.preprocessing.bias, inputs: [Preprocessing.scaled, Preprocessing.biasTensor],
+            output: Preprocessing.output, name: Preprocessing.addNode, to: &graph)
+        for (step, node) in zip(plan.steps, nodes) {
+            let blobs = step.inputs.map { $0 == input ? Preprocessing.output : $0 }
+            writeNode(node, inputs: blobs + tensorNames(step, node), output: step.output, name: step.name, to: &graph)
         }
         graph.writeString(2, name, always: true)
 
         let channels = plan.input.channels
         writeInitializer(Preprocessing.scaleTensor, dims: [1, 1, 1, 1], values: [plan.input.scale], to: &graph)
         writeInitializer(Preprocessing.biasTensor, dims: [1, channels, 1, 1], values: plan.input.bias, to: &graph)
-        for step in plan.steps {
-            for (tensorName, tensor) in zip(step.tensorNames, step.operation.tensors) {
+        for (step, node) in zip(plan.steps, nodes) {
+            for (tensorName, tensor) in zip(tensorNames(step, node), node.tensors) {
                 if let integers = tensor.integers {
                     writeInitializer(tensorName, integers: integers, to: &graph)
                 } else {
@@ -145,10 +150,9 @@ public enum ONNXExporter {
         writeValueInfo(12, name: plan.naming.probabilitiesName, dims: [batch, .fixed(plan.classCount)], to: &graph)
     }
 
-    private static func writeStep(_ step: ExportPlan.Step, inputs blobs: [String], to graph: inout ProtobufWriter) {
-        writeNode(
-            inputs: blobs + step.tensorNames, output: step.output, name: step.name,
-            operator: step.operation.form.onnxOperator, attributes: step.operation.onnxAttributes, to: &graph)
+    /// The initializer names of a step's node: "<layer>.<suffix>", in the node's order.
+    private static func tensorNames(_ step: ExportPlan.Step, _ node: ONNXNode) -> [String] {
+        node.tensors.map { "\(step.name).\($0.suffix)" }
     }
 
     // MARK: - Messages
@@ -158,18 +162,18 @@ public enum ONNXExporter {
         case symbolic(String)
     }
 
+    /// `inputs`: the data blobs, then the initializers.
     private static func writeNode(
-        inputs: [String], output: String, name: String, operator operatorName: String,
-        attributes: [ONNXAttribute] = [], to graph: inout ProtobufWriter
+        _ node: ONNXNode, inputs: [String], output: String, name: String, to graph: inout ProtobufWriter
     ) {
-        graph.writeMessage(1) { node in
-            for input in inputs { node.writeString(1, input, always: true) }
-            node.writeString(2, output, always: true)
-            node.writeString(3, name, always: true)
-            node.writeString(4, operatorName, always: true)
+        graph.writeMessage(1) { message in
+            for input in inputs { message.writeString(1, input, always: true) }
+            message.writeString(2, output, always: true)
+            message.writeString(3, name, always: true)
+            message.writeString(4, node.operatorName, always: true)
             // onnx.helper sorts attributes by name; so do we, for byte-identical files.
-            for attribute in attributes.sorted(by: { $0.name < $1.name }) {
-                node.writeMessage(5) { writeAttribute(attribute, to: &$0) }
+            for attribute in node.attributes.sorted(by: { $0.name < $1.name }) {
+                message.writeMessage(5) { writeAttribute(attribute, to: &$0) }
             }
         }
     }

@@ -1,6 +1,7 @@
 /// Everything the engine knows about one kind of layer, beside its forward and backward: what the
 /// network, the validator, the FLOP count, weights.h5 and the manifest read. How a kind is
-/// exported is not here: Export/LayerLowering.swift maps each kind to ONNX and Core ML.
+/// exported is not here: Export/ONNXLowering.swift and Export/CoreMLLowering.swift map each kind to
+/// ONNX and Core ML.
 ///
 /// Each layer file defines its kind next to the layer (`Conv2D.Kind`, …), and
 /// `LayerSpecification.layerKind` maps the manifest's cases to them. Shapes leave the batch out:

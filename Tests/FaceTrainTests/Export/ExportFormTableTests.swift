@@ -8,15 +8,24 @@ import Testing
 /// handed over in its cases file): the table must cover every kind, agree with what the encoders
 /// write, and name only Core ML layers the script can evaluate.
 struct ExportFormTableTests {
-    /// Every kind has its lowering in Export/LayerLowering.swift (the engine's layers know no formats),
-    /// and exports leave out exactly the kinds inference passes through.
-    @Test func everyKindIsInTheTable() throws {
+    /// Every kind that inference does not pass through has its lowering in both format tables,
+    /// Export/ONNXLowering.swift and Export/CoreMLLowering.swift (the engine's layers know no formats),
+    /// and every kind that it passes through is left out of both.
+    @Test func everyKindIsInBothFormatTables() throws {
         for layer in LayerSpecification.everyKind {
-            let lowering = layer.layerKind as? any ExportLowering
-            #expect(lowering != nil, "\(layer.kind) has no ExportLowering in Export/LayerLowering.swift")
-            #expect((lowering?.exportForm == nil) == layer.layerKind.isIdentityAtInference, "\(layer.kind)")
+            let exported = !layer.layerKind.isIdentityAtInference
+            #expect(
+                (layer.layerKind is any ONNXLowering) == exported,
+                "\(layer.kind): exported \(exported), ONNXLowering in Export/ONNXLowering.swift")
+            #expect(
+                (layer.layerKind is any CoreMLLowering) == exported,
+                "\(layer.kind): exported \(exported), CoreMLLowering in Export/CoreMLLowering.swift")
         }
-        try #require(LayerSpecification.everyKind.allSatisfy { $0.layerKind is any ExportLowering })
+        try #require(
+            LayerSpecification.everyKind.allSatisfy {
+                $0.layerKind.isIdentityAtInference
+                    || ($0.layerKind is any ONNXLowering && $0.layerKind is any CoreMLLowering)
+            })
         let table = ExportFormTable.entries
         for layer in LayerSpecification.everyKind {
             let entries = table[layer.kind.rawValue]
@@ -26,11 +35,12 @@ struct ExportFormTableTests {
         #expect(Set(LayerSpecification.everyKind.map(\.kind)).count == LayerSpecification.everyKind.count)
     }
 
-    /// The encoders write the operators the table names, for a model holding every exported kind.
+    /// The encoders write the operators the table names, for a model holding every exported kind and
+    /// an input crop.
     @Test func encodersWriteWhatTheTableSays() throws {
         let labels = ["1", "2", "3"]
         let definition = ModelDefinition(
-            input: InputSpecification(width: 8, height: 8, channels: 3),
+            input: InputSpecification(width: 10, height: 10, channels: 3, crop: 1),
             layers: [
                 .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 1, padding: 1),
                 .batchNorm2D(channels: 4, epsilon: 1e-5, momentum: 0.1), .relu, .add(source: 0), .prelu(channels: 4),
@@ -42,15 +52,17 @@ struct ExportFormTableTests {
         let table = ExportFormTable.entries
         let expected =
             [
-                table["conv2d"], table["batchnorm2d"], table["relu"], table["add"], table["prelu"], table["maxpool2d"],
+                table["crop"], table["conv2d"], table["batchnorm2d"], table["relu"], table["add"], table["prelu"],
+                table["maxpool2d"],
                 table["globalavgpool"], table["l2normalize"], table["flatten"], table["linear"], table["softmax"],
             ]
             .compactMap { $0?.first?.onnx }
-        #expect(plan.steps.map(\.operation.form.onnxOperator) == expected)
+        #expect(plan.steps.map(\.operation.onnxNode.operatorName) == expected)
         #expect(
-            plan.steps.map(\.operation.form.coreMLLayer)
+            plan.steps.map(\.operation.coreMLLayer.name)
                 == [
-                    "convolution", "batchnorm", "activation", "add", "activation", "pooling", "pooling", "l2normalize",
+                    "crop", "convolution", "batchnorm", "activation", "add", "activation", "pooling", "pooling",
+                    "l2normalize",
                     "flatten", "innerProduct", "softmax",
                 ])
     }
