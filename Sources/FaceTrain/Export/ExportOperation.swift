@@ -40,10 +40,11 @@ enum ONNXAttribute: Sendable, Equatable {
     case float(String, Float)
     case int(String, Int)
     case ints(String, [Int])
+    case string(String, String)
 
     var name: String {
         switch self {
-        case .float(let name, _), .int(let name, _), .ints(let name, _): name
+        case .float(let name, _), .int(let name, _), .ints(let name, _), .string(let name, _): name
         }
     }
 }

@@ -206,3 +206,42 @@ extension ResidualAdd.Kind: ExportLowering {
     /// AddLayerParams: the sum of the inputs (its alpha is only added to a single input).
     func lowered(_ input: LoweringInput) -> ExportOperation { ExportOperation(form: exportForm!) }
 }
+
+extension Route.Kind: ExportLowering {
+    var exportForm: ExportForm? {
+        ExportForm(onnxOperator: "Identity", coreMLLayer: "activation", coreMLField: 130, coreMLActivation: "linear")
+    }
+
+    /// The plan gives it the source's blob as its only input; Core ML has no identity layer, so
+    /// y = 1·x + 0.
+    func lowered(_ input: LoweringInput) -> ExportOperation {
+        ExportOperation(form: exportForm!) { activation in
+            // ActivationParams.linear (5) { alpha (1), beta (2) }; beta 0 is the default, left out.
+            activation.writeMessage(5) { $0.writeFloat(1, 1) }
+        }
+    }
+}
+
+extension Upsample.Kind: ExportLowering {
+    var exportForm: ExportForm? { ExportForm(onnxOperator: "Resize", coreMLLayer: "upsample", coreMLField: 210) }
+
+    /// ONNX Resize (opset 13) reads X, an empty roi and the scales [1, 1, f, f] (initializers);
+    /// nearest with asymmetric coordinates and floor picks input (y / f, x / f), as the engine does.
+    func lowered(_ input: LoweringInput) -> ExportOperation {
+        let factor = factor
+        return ExportOperation(
+            form: exportForm!,
+            onnxAttributes: [
+                .string("coordinate_transformation_mode", "asymmetric"), .string("mode", "nearest"),
+                .string("nearest_mode", "floor"),
+            ],
+            tensors: [
+                ExportTensor(suffix: "roi", dimensions: [0], values: []),
+                ExportTensor(suffix: "scales", dimensions: [4], values: [1, 1, Float(factor), Float(factor)]),
+            ]
+        ) { upsample in
+            // UpsampleLayerParams: scalingFactor (1) [H, W]; mode (5) NN is 0, the default, left out.
+            upsample.writePackedUnsigned(1, [UInt64(factor), UInt64(factor)])
+        }
+    }
+}
