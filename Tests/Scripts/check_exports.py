@@ -423,6 +423,21 @@ def prelu(params, x):
     return np.where(x > 0, x, alpha.reshape(-1, 1, 1) * x)
 
 
+def linear(params, x):
+    """ActivationLinear: alpha * x + beta (a route exports as alpha 1, beta 0)."""
+    import numpy as np
+    return np.float32(params.alpha) * x + np.float32(params.beta)
+
+
+def upsample(params, inputs):
+    """UpsampleLayerParams, mode NN: each value repeated into a scalingFactor [H, W] block."""
+    import numpy as np
+    if params.mode != params.NN or params.fractionalScalingFactor:
+        raise ValueError("only integer nearest-neighbour upsampling is supported by this checker")
+    sh, sw = list(params.scalingFactor) or [1, 1]
+    return np.repeat(np.repeat(inputs[0], sh, axis=1), sw, axis=2)
+
+
 def l2normalize(params, inputs):
     """Core ML: x / sqrt(sum over C, H, W of x^2 + epsilon); epsilon 0 means the default 1e-6."""
     import numpy as np
@@ -523,10 +538,12 @@ COREML_LAYERS = {
     "softmax": CoreMLLayer(softmax),
     "add": CoreMLLayer(add),
     "crop": CoreMLLayer(crop),
+    "upsample": CoreMLLayer(upsample),
 }
 COREML_ACTIVATIONS = {
     "ReLU": relu,
     "PReLU": prelu,
+    "linear": linear,
 }
 
 

@@ -13,8 +13,9 @@ import Foundation
 public struct Manifest: Codable, Sendable, Equatable {
     /// Newest layout version this code reads; readers refuse newer ones. A bundle is written with
     /// the oldest version that describes it: 1 for a plain layer stack, 2 when a convolution has
-    /// groups or a layer adds an earlier output (facetrain before 2 could not run those).
-    public static let currentFormatVersion = 2
+    /// groups or a layer adds an earlier output (facetrain before 2 could not run those), 3 with
+    /// routes, upsampling or a list of outputs (a detector).
+    public static let currentFormatVersion = 3
 
     /// One output of the classifier, in output order.
     public struct ClassEntry: Codable, Sendable, Equatable {

@@ -43,6 +43,7 @@ struct CoreMLLayer: Sendable, Equatable {
     static let l2normalize = CoreMLLayer(name: "l2normalize", field: 170)
     static let softmax = CoreMLLayer(name: "softmax", field: 175)
     static let crop = CoreMLLayer(name: "crop", field: 190)
+    static let upsample = CoreMLLayer(name: "upsample", field: 210)
     static let add = CoreMLLayer(name: "add", field: 230)
     static let flatten = CoreMLLayer(name: "flatten", field: 301)
 }
@@ -198,4 +199,23 @@ extension ResidualAdd.Kind: CoreMLLowering {
 
     /// No fields: AddLayerParams sums its inputs (its alpha is only added to a single input).
     func writeCoreMLParameters(_ input: LoweringInput, to add: inout ProtobufWriter) {}
+}
+
+extension Route.Kind: CoreMLLowering {
+    /// Core ML has no identity layer: y = 1 x + 0 of the earlier layer's blob.
+    var coreMLLayer: CoreMLLayer { .activation("linear") }
+
+    func writeCoreMLParameters(_ input: LoweringInput, to activation: inout ProtobufWriter) {
+        // ActivationParams.linear (5) { alpha (1), beta (2) }; beta 0 is the default, left out.
+        activation.writeMessage(5) { $0.writeFloat(1, 1) }
+    }
+}
+
+extension Upsample.Kind: CoreMLLowering {
+    var coreMLLayer: CoreMLLayer { .upsample }
+
+    func writeCoreMLParameters(_ input: LoweringInput, to upsample: inout ProtobufWriter) {
+        // UpsampleLayerParams: scalingFactor (1) [H, W]; mode (5) NN is 0, the default, left out.
+        upsample.writePackedUnsigned(1, [UInt64(factor), UInt64(factor)])
+    }
 }

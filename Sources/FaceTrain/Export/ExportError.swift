@@ -14,6 +14,7 @@ public enum ExportError: Error, CustomStringConvertible, Equatable {
     case labelCountMismatch(labels: Int, outputs: Int)
     case invalidLabels(reason: String)
     case invalidNaming(reason: String)
+    case invalidOutputs(reason: String)
 
     public var description: String {
         switch self {
@@ -50,6 +51,9 @@ public enum ExportError: Error, CustomStringConvertible, Equatable {
             return "export: the class labels are invalid: \(reason)."
         case .invalidNaming(let reason):
             return "export: the export names are invalid: \(reason)."
+        case .invalidOutputs(let reason):
+            return "export: the model's output layers are invalid: \(reason). "
+                + "HINT: the exports write a classifier with one output, the last layer's; leave `outputs` out."
         }
     }
 }
@@ -65,6 +69,7 @@ extension ExportError {
         case .invalidLabels(let reason): self = .invalidLabels(reason: reason)
         case .mustEndWithLinear(let lastLayer): self = .mustEndWithLinear(lastLayer: lastLayer)
         case .labelCountMismatch(let labels, let outputs): self = .labelCountMismatch(labels: labels, outputs: outputs)
+        case .invalidOutputs(let reason): self = .invalidOutputs(reason: reason)
         }
     }
 }

@@ -44,9 +44,10 @@ public struct ExportNaming: Sendable, Equatable {
 /// an operation becomes): the input's crop first when it has one, the layers that inference passes
 /// through (dropout) left out, a flatten inserted before the first linear layer, softmax appended,
 /// every layer and blob named and every tensor checked against the definition. A residual add reads
-/// two blobs: the previous step's output and the earlier layer's.
+/// two blobs: the previous step's output and the earlier layer's; a route reads the earlier layer's alone.
 struct ExportPlan {
-    /// One exported layer: a name, its input blobs (two for an add), one output blob.
+    /// One exported layer: a name, its input blobs (two for an add; a route's is an earlier layer's),
+    /// one output blob.
     struct Step {
         var name: String
         var inputs: [String]
@@ -73,13 +74,15 @@ struct ExportPlan {
             throw .weightCountMismatch(layers: definition.layers.count, weights: model.weights.count)
         }
 
-        // `shortcut`: the pending step whose output an add reads besides the previous one's (-1: the input).
-        var pending: [(name: String, operation: ExportOperation, shortcut: Int?)] = []
+        // `shortcut`: the pending step whose output an add reads besides the previous one's, or a
+        // route instead of it (`readsPrevious` false); -1: the input.
+        var pending: [(name: String, operation: ExportOperation, shortcut: Int?, readsPrevious: Bool)] = []
         // Per layer: the pending step that produces its output (-1: the input).
         var producers: [Int] = []
         let input = definition.input
         if input.crop > 0 {
-            pending.append(("crop", .centreCrop(border: input.crop, height: input.height, width: input.width), nil))
+            pending.append(
+                ("crop", .centreCrop(border: input.crop, height: input.height, width: input.width), nil, true))
         }
         var graphShape = [input.channels, input.networkHeight, input.networkWidth]
         var pendingScale: Float?  // of an l2Normalize, waiting for the next linear layer to absorb it
@@ -92,7 +95,7 @@ struct ExportPlan {
                 continue
             }
             if kind.flattensInput, graphShape.count == 3 {
-                pending.append(("flatten", .flatten, nil))
+                pending.append(("flatten", .flatten, nil, true))
                 graphShape = [graphShape.reduce(1, *)]
             }
             // Both formats normalise to unit length only: the scale goes into the next linear layer's
@@ -105,13 +108,13 @@ struct ExportPlan {
             case .passes, .refuses: break
             }
             let lowering = LoweringInput(parameters: parameters, graphShape: graphShape, naming: naming)
-            pending.append((name, .layer(kind, lowering), kind.shortcutSource.map { producers[$0] }))
+            pending.append((name, .layer(kind, lowering), kind.shortcutSource.map { producers[$0] }, kind.readsInput))
             producers.append(pending.count - 1)
             // Until the flatten the graph keeps [C, H, W]: a pooled vector is [C, 1, 1] there.
             let shape = data[index].shape
             graphShape = data[index].isFlattened || shape.count == 3 ? shape : shape + [1, 1]
         }
-        pending.append(("softmax", .softmax, nil))
+        pending.append(("softmax", .softmax, nil, true))
 
         let layerNames = naming.layerNames ?? pending.map(\.name)
         let blobNames = naming.blobNames ?? layerNames.dropLast().map { "\($0)_out" }
@@ -129,7 +132,7 @@ struct ExportPlan {
             steps.append(
                 Step(
                     name: name,
-                    inputs: [previous] + (shortcut.map { [$0] } ?? []),
+                    inputs: (layer.readsPrevious ? [previous] : []) + (shortcut.map { [$0] } ?? []),
                     output: outputs[index],
                     operation: layer.operation))
         }

@@ -30,7 +30,8 @@ public struct ONNXExportOptions: Sendable, Equatable {
 /// Writes a trained model as ONNX (opset 13, IR version 7): one float32 NCHW input of raw 0...255
 /// pixels (RGB order, batch dimension "N"), the normalisation as Mul + Add in the graph, the
 /// input's crop as Slice (int64 starts, ends and axes), the layers as Conv (with `group` when grouped) / BatchNormalization / Relu / MaxPool /
-/// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs) / PRelu, and
+/// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs) / PRelu / Identity (route) /
+/// Resize (nearest upsampling), and
 /// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
 ///
 /// Field numbers follow `onnx.proto` (proto2: fields that are set are written even when zero), as
@@ -191,6 +192,9 @@ public enum ONNXExporter {
             // AttributeProto.ints is not packed in proto2: one key per element.
             for value in values { writer.writeSigned(8, Int64(value), always: true) }
             writer.writeSigned(20, AttributeType.ints, always: true)
+        case .string(_, let value):
+            writer.writeString(4, value, always: true)
+            writer.writeSigned(20, AttributeType.string, always: true)
         }
     }
 
@@ -243,6 +247,7 @@ public enum ONNXExporter {
     private enum AttributeType {
         static let float: Int64 = 1
         static let int: Int64 = 2
+        static let string: Int64 = 3
         static let ints: Int64 = 7
     }
 

@@ -63,10 +63,11 @@ enum ONNXAttribute: Sendable, Equatable {
     case float(String, Float)
     case int(String, Int)
     case ints(String, [Int])
+    case string(String, String)
 
     var name: String {
         switch self {
-        case .float(let name, _), .int(let name, _), .ints(let name, _): name
+        case .float(let name, _), .int(let name, _), .ints(let name, _), .string(let name, _): name
         }
     }
 }
@@ -186,4 +187,29 @@ extension ReLU.Kind: ONNXLowering {
 extension ResidualAdd.Kind: ONNXLowering {
     /// Of its two blob inputs: the previous step's output and the earlier layer's.
     var onnxOperator: String { "Add" }
+}
+
+extension Route.Kind: ONNXLowering {
+    /// Its one input is the earlier layer's blob (the plan gives it no other).
+    var onnxOperator: String { "Identity" }
+}
+
+extension Upsample.Kind: ONNXLowering {
+    /// Resize (opset 13) reads X, an empty roi and the scales [1, 1, f, f]; nearest with asymmetric
+    /// coordinates and floor picks input (y / f, x / f), as the engine does.
+    var onnxOperator: String { "Resize" }
+
+    var onnxAttributes: [ONNXAttribute] {
+        [
+            .string("coordinate_transformation_mode", "asymmetric"), .string("mode", "nearest"),
+            .string("nearest_mode", "floor"),
+        ]
+    }
+
+    func onnxTensors(_ input: LoweringInput) -> [ONNXTensor] {
+        [
+            ONNXTensor(suffix: "roi", dimensions: [0], values: []),
+            ONNXTensor(suffix: "scales", dimensions: [4], values: [1, 1, Float(factor), Float(factor)]),
+        ]
+    }
 }

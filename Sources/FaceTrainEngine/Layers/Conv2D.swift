@@ -196,6 +196,7 @@ extension Conv2D {
         package let groups: Int
 
         package var name: LayerKindName { .conv2D }
+        package var spatialStride: Int { stride }
         /// Grouped convolutions came with format 2.
         package var minimumFormatVersion: Int { groups == 1 ? 1 : 2 }
 

@@ -71,6 +71,13 @@ extension WeightAndBiasLayer {
     }
 }
 
+/// A layer that reads the output of an earlier layer (`ResidualAdd`, `Route`): the network hands
+/// it that output before each forward, and sends the gradient back to that layer too.
+protocol ReadsEarlierOutput: Layer {
+    /// The output of the earlier layer for the current forward pass.
+    var shortcut: Tensor { get set }
+}
+
 /// Stands in for a layer while the network works on it directly; never runs.
 struct Placeholder: Layer {
     var specification: LayerSpecification { .relu }

@@ -13,8 +13,16 @@ package protocol LayerKind: Sendable {
     var minimumFormatVersion: Int { get }
     /// Names and shapes of the saved tensors, in file order.
     var parameterShapes: [(name: String, shape: [Int])] { get }
-    /// The earlier layer whose output this one reads besides its input (a residual add), if any.
+    /// The earlier layer whose output this one reads besides its input (a residual add) or instead
+    /// of it (a route), if any.
     var shortcutSource: Int? { get }
+    /// Whether the layer reads its input; false for a route, whose output is an earlier layer's.
+    var readsInput: Bool { get }
+    /// How many times smaller its output's height and width are than its input's (a convolution's
+    /// or pool's stride; 1 for layers that keep the size).
+    var spatialStride: Int { get }
+    /// How many times larger its output's height and width are than its input's (an upsample's factor).
+    var upsamplingFactor: Int { get }
     /// Whether the layer reads its input as one feature vector: exports flatten a feature map first.
     var flattensInput: Bool { get }
     /// What the layer does with the length an earlier `l2Normalize` left for the next linear layer.
@@ -24,6 +32,9 @@ package protocol LayerKind: Sendable {
     func check(_ input: LayerInput) throws(LayerProblem)
     /// The output shape for an input shape that passed `check`.
     func outputShape(for inputShape: [Int]) -> [Int]
+    /// The output shape given the earlier layers' output shapes too: what the validator and the
+    /// network call. Only a route, whose output is an earlier layer's, needs more than the input.
+    func outputShape(for inputShape: [Int], earlierShapes: [[Int]]) -> [Int]
     /// Multiply-adds × 2 of one image's forward pass.
     func forwardFLOPs(inputShape: [Int], outputShape: [Int]) -> Double
     /// One readable line for the manifest ("Conv2D 3->16, kernel 3x3, stride 1, padding 1").
@@ -40,6 +51,10 @@ extension LayerKind {
     package var minimumFormatVersion: Int { 1 }
     package var parameterShapes: [(name: String, shape: [Int])] { [] }
     package var shortcutSource: Int? { nil }
+    package var readsInput: Bool { true }
+    package var spatialStride: Int { 1 }
+    package var upsamplingFactor: Int { 1 }
+    package func outputShape(for inputShape: [Int], earlierShapes: [[Int]]) -> [Int] { outputShape(for: inputShape) }
     package var flattensInput: Bool { false }
     package var normalizationScale: NormalizationScaleRule { .refuses }
     package var isIdentityAtInference: Bool { false }

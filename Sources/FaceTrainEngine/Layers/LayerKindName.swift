@@ -16,6 +16,8 @@ public enum LayerKindName: String, CaseIterable, Sendable, CustomStringConvertib
     case dropout
     case add
     case prelu
+    case route
+    case upsample
 
     /// The file name, so that interpolating a kind writes what the files have ("conv2d", not "conv2D").
     public var description: String { rawValue }

@@ -71,6 +71,7 @@ extension MaxPool2D {
         package let stride: Int
 
         package var name: LayerKindName { .maxPool2D }
+        package var spatialStride: Int { stride }
 
         package func check(_ input: LayerInput) throws(LayerProblem) {
             let (_, height, width) = try input.featureMap()

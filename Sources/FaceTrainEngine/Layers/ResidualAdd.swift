@@ -4,7 +4,7 @@
 /// The network hands it `s` (`shortcut`) before each forward, and routes the gradient back to
 /// `source` too: dL/dx = dL/ds = dL/dy, which the network ADDS to what reaches `source` from its
 /// own consumer.
-public struct ResidualAdd: Layer {
+public struct ResidualAdd: ReadsEarlierOutput {
     /// Index of the layer whose output is added.
     public let source: Int
     /// The output of `source` for the current forward pass.

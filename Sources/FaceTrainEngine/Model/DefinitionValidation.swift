@@ -42,17 +42,64 @@ extension ModelDefinition {
             case (.absorbs, _): pendingNormalization = false
             case (.passes, _), (.refuses, false): break
             }
-            data = LayerData(
-                shape: kind.outputShape(for: data.shape), isFlattened: data.isFlattened || kind.flattensInput)
+            let shape = kind.outputShape(for: data.shape, earlierShapes: outputs.map(\.shape))
+            // A route's data is its source's, whatever came before it.
+            let isFlattened =
+                kind.readsInput
+                ? data.isFlattened || kind.flattensInput : kind.shortcutSource.map { outputs[$0].isFlattened } ?? false
+            data = LayerData(shape: shape, isFlattened: isFlattened)
             outputs.append(data)
         }
+        try checkOutputs()
         return outputs
     }
 
+    /// The network's outputs are layers, each listed once, and every layer's output is read: by
+    /// the next layer (unless that is a route), by an add or route, or as an output. A layer that
+    /// a route skips and nothing reads is a dead branch: computed, trained on nothing, exported.
+    private func checkOutputs() throws(ModelDefinitionError) {
+        if let outputs {
+            guard !outputs.isEmpty else { throw .invalidOutputs(reason: "the list is empty") }
+            if let outside = outputs.first(where: { !layers.indices.contains($0) }) {
+                throw .invalidOutputs(reason: "\(outside) is not a layer index (0..<\(layers.count))")
+            }
+            if Set(outputs).count != outputs.count {
+                throw .invalidOutputs(reason: "\(outputs) lists a layer twice")
+            }
+        }
+        var read = Set(outputLayers)
+        for (index, layer) in layers.enumerated() {
+            let kind = layer.layerKind
+            if kind.readsInput, index > 0 { read.insert(index - 1) }
+            if let source = kind.shortcutSource { read.insert(source) }
+        }
+        if let dead = layers.indices.first(where: { !read.contains($0) }) {
+            let skipped = layers.indices.contains(dead + 1) ? ": layer \(dead + 1) routes past it" : ""
+            throw .invalidLayer(
+                index: dead, kind: layers[dead].kind,
+                reason: "its output is never read\(skipped), and no add, route or network output reads it "
+                    + "(list it in `outputs`, route from it, or remove it)")
+        }
+    }
+
+    /// How many input pixels one pixel of the smallest feature map spans: the product of the
+    /// convolutions' and pools' strides along the deepest path, divided by the upsampling factors
+    /// on the way (a route takes its source's). Any-size inference takes sizes that are multiples of it.
+    public var totalStride: Int {
+        var strides: [Int] = []
+        for layer in layers {
+            let kind = layer.layerKind
+            let incoming = kind.readsInput ? strides.last ?? 1 : kind.shortcutSource.map { strides[$0] } ?? 1
+            strides.append(max(1, incoming * kind.spatialStride / kind.upsamplingFactor))
+        }
+        return strides.max() ?? 1
+    }
+
     /// The oldest manifest format that describes this definition: 2 for the layer kinds and the
-    /// input crop that came after the first, so an older facetrain refuses the file by version.
+    /// input crop that came after the first, 3 for routes, upsampling and a list of outputs, so an
+    /// older facetrain refuses the file by version.
     public var minimumFormatVersion: Int {
-        max(layers.map(\.minimumFormatVersion).max() ?? 1, input.crop > 0 ? 2 : 1)
+        max(layers.map(\.minimumFormatVersion).max() ?? 1, input.crop > 0 ? 2 : 1, outputs == nil ? 1 : 3)
     }
 
     /// The output shape of every layer (batch left out), after checking them all.
@@ -67,6 +114,10 @@ extension ModelDefinition {
         if role == .classifier { try validateLabels() }
         _ = try checkedLayers()
         guard role == .classifier else { return }
+        if let outputs, outputs != [layers.count - 1] {
+            throw .invalidOutputs(
+                reason: "a classifier returns its last layer alone, but the definition lists \(outputs)")
+        }
         let last = layers.indices.last { !layers[$0].layerKind.isIdentityAtInference }
         guard let last, case .linear(_, let outputFeatures) = layers[last] else {
             throw .mustEndWithLinear(lastLayer: last.map { layerNames[$0] })
@@ -119,6 +170,8 @@ public enum ModelDefinitionError: Error, CustomStringConvertible, Equatable {
     /// The last layer that inference runs is not linear (nil: there is none).
     case mustEndWithLinear(lastLayer: String?)
     case labelCountMismatch(labels: Int, outputs: Int)
+    /// The list of output layers (`ModelDefinition.outputs`) is wrong.
+    case invalidOutputs(reason: String)
 
     public var description: String {
         switch self {
@@ -140,6 +193,10 @@ public enum ModelDefinitionError: Error, CustomStringConvertible, Equatable {
         case .labelCountMismatch(let labels, let outputs):
             "Model definition: there are \(labels) class labels but the last layer has \(outputs) outputs.\n"
                 + "HINT: the label list and the final linear layer must have the same length, in output order."
+        case .invalidOutputs(let reason):
+            "Model definition: the output layers are invalid: \(reason).\n"
+                + "HINT: `outputs` lists layer indices, each once, whose outputs the network returns; leave it "
+                + "out for the last layer alone."
         }
     }
 }

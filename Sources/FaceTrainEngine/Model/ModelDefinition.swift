@@ -78,7 +78,8 @@ public struct InputSpecification: Codable, Sendable, Equatable {
 ///
 /// The network is a list, and a layer reads the output of the layer before it; `add` also reads
 /// the output of an earlier layer, named by its index in the list (the same index that names its
-/// weights, "3.conv2d"), which makes residual blocks.
+/// weights, "3.conv2d"), which makes residual blocks; `route` reads an earlier layer's output
+/// instead of its input, which makes branches (a detector's feature pyramid and heads).
 public enum LayerSpecification: Codable, Sendable, Equatable {
     /// `groups` splits the channels into that many independent convolutions (ONNX `group`, Core ML
     /// `nGroups`); groups == inputChannels is a depthwise convolution.
@@ -95,6 +96,10 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     case add(source: Int)
     /// Parametric ReLU: y = x for x > 0, else slope[c]·x, one learnt slope per channel.
     case prelu(channels: Int)
+    /// The output of layer `source` (an earlier index), passed on unchanged; its input is ignored.
+    case route(source: Int)
+    /// Nearest-neighbour upsampling of a feature map by `factor` (2) in height and width.
+    case upsample(factor: Int)
 
     /// The definition of this layer's kind: shapes, checks, FLOPs, files and exports (see `LayerKind`).
     /// The one switch over the cases besides their coding below; a new kind adds a case here.
@@ -115,6 +120,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case .dropout(let rate): Dropout.Kind(rate: rate)
         case .add(let source): ResidualAdd.Kind(source: source)
         case .prelu(let channels): PReLU.Kind(channels: channels)
+        case .route(let source): Route.Kind(source: source)
+        case .upsample(let factor): Upsample.Kind(factor: factor)
         }
     }
 
@@ -123,7 +130,7 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         .conv2D(inputChannels: 1, outputChannels: 1, kernelSize: 1, stride: 1, padding: 0),
         .batchNorm2D(channels: 1, epsilon: 1e-5, momentum: 0.1), .relu, .maxPool2D(size: 2, stride: 2),
         .globalAveragePool, .l2Normalize(scale: 1), .linear(inputFeatures: 1, outputFeatures: 1), .dropout(rate: 0),
-        .add(source: 0), .prelu(channels: 1),
+        .add(source: 0), .prelu(channels: 1), .route(source: 0), .upsample(factor: 2),
     ]
 
     /// Which kind of layer this is; `kind.rawValue` is the name in parameter keys ("0.conv2d.weight")
@@ -133,11 +140,13 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
     /// Names and shapes of the layer's saved tensors, in file order.
     public var parameterShapes: [(name: String, shape: [Int])] { layerKind.parameterShapes }
 
-    /// The earlier layer whose output this one reads besides its input (`add`), if any.
+    /// The earlier layer whose output this one reads besides its input (`add`) or instead of it
+    /// (`route`), if any.
     public var shortcutSource: Int? { layerKind.shortcutSource }
 
     /// The oldest manifest format that can describe this layer: 2 for grouped convolutions,
-    /// residual adds and PReLU, which facetrain before format 2 does not know.
+    /// residual adds and PReLU, which facetrain before format 2 does not know; 3 for routes and
+    /// upsampling.
     var minimumFormatVersion: Int { layerKind.minimumFormatVersion }
 
     // MARK: - Coding
@@ -156,6 +165,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case dropout(rate: Float)
         case add(source: Int)
         case prelu(channels: Int)
+        case route(source: Int)
+        case upsample(factor: Int)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -175,6 +186,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
         case .dropout(let rate): self = .dropout(rate: rate)
         case .add(let source): self = .add(source: source)
         case .prelu(let channels): self = .prelu(channels: channels)
+        case .route(let source): self = .route(source: source)
+        case .upsample(let factor): self = .upsample(factor: factor)
         }
     }
 
@@ -196,6 +209,8 @@ public enum LayerSpecification: Codable, Sendable, Equatable {
             case .dropout(let rate): .dropout(rate: rate)
             case .add(let source): .add(source: source)
             case .prelu(let channels): .prelu(channels: channels)
+            case .route(let source): .route(source: source)
+            case .upsample(let factor): .upsample(factor: factor)
             }
         try stored.encode(to: encoder)
     }
@@ -227,12 +242,22 @@ public struct ModelDefinition: Codable, Sendable, Equatable {
     public var layers: [LayerSpecification]
     /// Output order of the classifier; "1" and "2" first, then user ids as strings.
     public var classLabels: [String]
+    /// Indices of the layers whose outputs the network returns (`Network.forwardOutputs`), in
+    /// that order; nil: the last layer's alone. Left out of the JSON when nil, so every definition
+    /// written before it existed re-encodes to the same bytes.
+    public var outputs: [Int]?
 
-    public init(input: InputSpecification, layers: [LayerSpecification], classLabels: [String]) {
+    public init(
+        input: InputSpecification, layers: [LayerSpecification], classLabels: [String], outputs: [Int]? = nil
+    ) {
         self.input = input
         self.layers = layers
         self.classLabels = classLabels
+        self.outputs = outputs
     }
+
+    /// The layers whose outputs the network returns: `outputs`, or the last layer.
+    public var outputLayers: [Int] { outputs ?? (layers.isEmpty ? [] : [layers.count - 1]) }
 
     /// Layer names as used in weight files: "<index>.<kind>".
     public var layerNames: [String] { layers.enumerated().map { "\($0.offset).\($0.element.kind.rawValue)" } }

@@ -4,10 +4,14 @@ import Foundation
 ///
 /// `layers` is exactly the definition's layer list. Internally, each Conv2D → BatchNorm2D → ReLU
 /// (→ MaxPool 2×2 or global average pool) run of an ungrouped or depthwise convolution executes as
-/// one fused `ConvolutionBlock`; every other layer runs on its own. A residual `add` reads the kept output of
-/// an earlier layer (so no fused block may hide that output inside it), and backward adds its
-/// gradient to what reaches that layer from the layer after it. A value type: `best = network`
-/// keeps a snapshot.
+/// one fused `ConvolutionBlock`; every other layer runs on its own. A residual `add` or a `route`
+/// reads the kept output of an earlier layer (so no fused block may hide that output inside it, nor
+/// one of the network's outputs), and backward adds its gradient to what reaches that layer from
+/// the layer after it (a route sends its input nothing); an output's own gradient joins the same
+/// way. A value type: `best = network` keeps a snapshot.
+///
+/// Sizes come from the input of each call, so a definition that is fully convolutional runs at
+/// any size `validateAnySize` accepts, with the same blocks and buffers.
 ///
 /// Buffers are reused across steps, which is why forward, backward and the inference helpers are
 /// `mutating`.
@@ -29,10 +33,16 @@ public struct Network: Sendable, CustomStringConvertible {
     /// its input's at a time, so two buffers serve the whole network.
     private var outputGradients = [Buffer<Float>(), Buffer<Float>()]
     private var outputShapes: [[Int]] = []
-    /// For each stage, the stage whose output its residual add reads (nil for other stages).
+    /// For each stage, the stage whose output its residual add or route reads (nil for other stages).
     private var shortcutStages: [Int?] = []
-    /// dLoss/dOutput that residual adds send back to each stage they read, summed during backward.
+    /// dLoss/dOutput that residual adds and routes send back to each stage they read, and the
+    /// gradients given for the network's outputs, summed during backward.
     private var shortcutGradients: [Buffer<Float>] = []
+    /// Whether a stage gets gradient besides its next stage's: it is read by an add or a route, or
+    /// it is one of the network's outputs.
+    private var receivesShortcut: [Bool] = []
+    /// The stage of each of `definition.outputLayers`, in order.
+    private var outputStages: [Int] = []
     private var input = Tensor(zeros: [0])
     private var hasForwardForTraining = false
 
@@ -177,13 +187,14 @@ public struct Network: Sendable, CustomStringConvertible {
     /// One line per layer: name, output shape (batch 1) and parameter count.
     public var description: String {
         let input = definition.input
-        var shape = [1, input.channels, input.networkHeight, input.networkWidth]
+        let shape = [input.channels, input.networkHeight, input.networkWidth]
         let crop = input.crop > 0 ? " (the centre of \(input.channels)x\(input.height)x\(input.width))" : ""
-        var lines = ["Network: input \(shape.dropFirst().map(String.init).joined(separator: "x"))\(crop)"]
-        for (name, layer) in zip(layerNames, layers) {
-            shape = layer.outputShape(for: shape)
+        var lines = ["Network: input \(shape.map(String.init).joined(separator: "x"))\(crop)"]
+        // Built from a definition that checked, so the shapes are there.
+        let shapes = (try? definition.layerOutputShapes()) ?? []
+        for (name, (layer, shape)) in zip(layerNames, zip(layers, shapes)) {
             let count = layer.parameters.reduce(0) { $0 + $1.value.count }
-            let shapeText = shape.dropFirst().map(String.init).joined(separator: "x")
+            let shapeText = shape.map(String.init).joined(separator: "x")
             let paddedName = name.padding(toLength: 18, withPad: " ", startingAt: 0)
             let paddedShape = shapeText.padding(toLength: 12, withPad: " ", startingAt: 0)
             lines.append("  \(paddedName) \(paddedShape) \(count) parameters")
@@ -203,19 +214,55 @@ public struct Network: Sendable, CustomStringConvertible {
         return Tensor(shape: outputShapes[stages.count - 1], scalars: outputs[stages.count - 1].array)
     }
 
+    /// The outputs of every layer of `definition.outputLayers`, in that order, for `input`
+    /// [N, C, H, W] (see `forward` for the modes). `backward(outputGradients:)` takes their gradients.
+    public mutating func forwardOutputs(_ input: Tensor, mode: Mode) -> [Tensor] {
+        run(input, mode: mode, stageCount: stages.count)
+        return outputStages.map { Tensor(shape: outputShapes[$0], scalars: outputs[$0].array) }
+    }
+
     /// Back-propagates dLoss/dOutput (the shape of `forward`'s result) through the last training
     /// forward pass and ADDS to every parameter's gradient (see `zeroGradients`). The input
-    /// gradient is not computed.
+    /// gradient is not computed. Other outputs of a network with several get a zero gradient.
     public mutating func backward(_ outputGradient: Tensor) {
+        backward(last: outputGradient, others: [])
+    }
+
+    /// `backward` for a network with several outputs: one dLoss/dOutput per layer of
+    /// `definition.outputLayers`, in that order, each the shape `forwardOutputs` returned.
+    public mutating func backward(outputGradients gradients: [Tensor]) {
+        let outputLayers = definition.outputLayers
+        precondition(
+            gradients.count == outputStages.count,
+            "\(gradients.count) output gradients for a network of \(outputStages.count) outputs")
+        // The last layer is always an output (the definition check refuses dead layers).
+        let lastIndex = outputLayers.firstIndex(of: definition.layers.count - 1)!
+        let others = outputStages.indices.filter { $0 != lastIndex }.map {
+            (stage: outputStages[$0], gradient: gradients[$0])
+        }
+        backward(last: gradients[lastIndex], others: others)
+    }
+
+    /// Back-propagates `last` from the last stage and each of `others` into its stage's
+    /// shortcut-gradient buffer, where the loop adds it to what comes from the next stage.
+    private mutating func backward(last outputGradient: Tensor, others: [(stage: Int, gradient: Tensor)]) {
         precondition(hasForwardForTraining, "Network.backward needs a forward pass in training mode first")
         let last = stages.count - 1
         precondition(
             outputGradient.shape == outputShapes[last],
             "gradient shape \(outputGradient.shape) != output \(outputShapes[last])")
         outputGradients[last % 2].assign(outputGradient.scalars)
-        for stage in stages.indices where shortcutStages.contains(stage) {
+        for stage in stages.indices where receivesShortcut[stage] {
             shortcutGradients[stage].resize(outputShapes[stage].reduce(1, *))
             shortcutGradients[stage].fill(0)
+        }
+        for (stage, gradient) in others {
+            precondition(
+                gradient.shape == outputShapes[stage],
+                "gradient shape \(gradient.shape) != output \(outputShapes[stage]) of stage \(stage)")
+            gradient.scalars.withUnsafeBufferPointer {
+                addInPlace(shortcutGradients[stage].mutablePointer(), $0.baseAddress!, count: $0.count)
+            }
         }
         let images = input
         images.scalars.withUnsafeBufferPointer { imageBuffer in
@@ -227,8 +274,9 @@ public struct Network: Sendable, CustomStringConvertible {
                     outputGradients[(stageIndex - 1) % 2].resize(sourceShape.reduce(1, *))
                     target = outputGradients[(stageIndex - 1) % 2].mutablePointer()
                 }
-                if shortcutStages.contains(stageIndex) {
-                    // What residual adds sent here joins what came from the next stage.
+                if receivesShortcut[stageIndex] {
+                    // What residual adds and routes sent here (and an output's gradient) joins what
+                    // came from the next stage.
                     addInPlace(
                         outputGradients[stageIndex % 2].mutablePointer(), shortcutGradients[stageIndex].pointer,
                         count: outputShapes[stageIndex].reduce(1, *))
@@ -314,6 +362,34 @@ public struct Network: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Checks that `images` [N ≥ 1, C, H, W] can run at their own size: C as the definition
+    /// says, and H and W (after the input's crop) multiples of `definition.totalStride` at which
+    /// every layer's check passes (a fully convolutional definition: any such size; one with a
+    /// linear layer on a feature map: its own size only). For inference on whole photos.
+    public func validateAnySize(_ images: Tensor) throws {
+        let input = definition.input
+        let stride = definition.totalStride
+        guard images.shape.count == 4, images.shape[0] >= 1, images.shape[1] == input.channels else {
+            throw NetworkError.anySizeShape(got: images.shape, channels: input.channels, stride: stride, reason: nil)
+        }
+        let (height, width) = (images.shape[2] - 2 * input.crop, images.shape[3] - 2 * input.crop)
+        guard height > 0, width > 0, height % stride == 0, width % stride == 0 else {
+            throw NetworkError.anySizeShape(got: images.shape, channels: input.channels, stride: stride, reason: nil)
+        }
+        var resized = definition
+        (resized.input.height, resized.input.width) = (images.shape[2], images.shape[3])
+        do {
+            _ = try resized.checkedLayers()
+        } catch {
+            // The layer and its reason, without the definition error's own hint.
+            let reason =
+                if case .invalidLayer(let index, let kind, let problem) = error {
+                    "layer \(index) (\(kind)) \(problem)"
+                } else { error.description }
+            throw NetworkError.anySizeShape(got: images.shape, channels: input.channels, stride: stride, reason: reason)
+        }
+    }
+
     private mutating func run(_ whole: Tensor, mode: Mode, stageCount: Int) {
         precondition(
             whole.shape.count == 4 && whole.shape[0] >= 1, "Network input must be [N, C, H, W], got \(whole.shape)")
@@ -342,9 +418,11 @@ public struct Network: Sendable, CustomStringConvertible {
                 case .layer(let layerIndex):
                     let tensor = Tensor(
                         shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
-                    if let shortcut = shortcutStages[stageIndex], var add = layers[layerIndex] as? ResidualAdd {
-                        add.shortcut = Tensor(shape: outputShapes[shortcut], scalars: outputs[shortcut].array)
-                        layers[layerIndex] = add
+                    if let shortcut = shortcutStages[stageIndex],
+                        var reader = layers[layerIndex] as? any ReadsEarlierOutput
+                    {
+                        reader.shortcut = Tensor(shape: outputShapes[shortcut], scalars: outputs[shortcut].array)
+                        layers[layerIndex] = reader
                     }
                     let result = layers[layerIndex].forward(tensor, mode: mode)
                     outputs[stageIndex].assign(result.scalars)
@@ -380,8 +458,9 @@ public struct Network: Sendable, CustomStringConvertible {
     /// Groups fusable runs into blocks; `shapes` are the layers' output shapes for a batch of 1.
     private mutating func plan(shapes: [[Int]]) {
         let specs = definition.layers
-        // Layers whose outputs a residual add reads: a fused block may end at one, never pass it.
-        let read = Set(specs.compactMap(\.shortcutSource))
+        // Layers whose outputs an add or a route reads, and the network's outputs: a fused block
+        // may end at one, never pass it.
+        let read = Set(specs.compactMap(\.shortcutSource)).union(definition.outputLayers)
         var stageOfLayer: [Int: Int] = [:]
         var index = 0
         while index < specs.count {
@@ -416,6 +495,10 @@ public struct Network: Sendable, CustomStringConvertible {
             guard case .layer(let layerIndex) = stage, let source = specs[layerIndex].shortcutSource else { return nil }
             return stageOfLayer[source]
         }
+        outputStages = definition.outputLayers.map { stageOfLayer[$0]! }
+        receivesShortcut = stages.indices.map { stage in
+            shortcutStages.contains(stage) || (outputStages.contains(stage) && stage != stages.count - 1)
+        }
         shortcutGradients = stages.map { _ in Buffer<Float>() }
         outputs = stages.map { _ in Buffer<Float>() }
         outputShapes = stages.map { _ in [] }
@@ -426,6 +509,8 @@ public struct Network: Sendable, CustomStringConvertible {
 public enum NetworkError: Error, CustomStringConvertible, Equatable {
     case weightsMismatch(String)
     case inputShape(got: [Int], expected: [Int])
+    /// `validateAnySize` refused the images; `reason` is the layer check that failed at their size.
+    case anySizeShape(got: [Int], channels: Int, stride: Int, reason: String?)
     case noEmbedding
 
     public var description: String {
@@ -437,6 +522,11 @@ public enum NetworkError: Error, CustomStringConvertible, Equatable {
         case .inputShape(let got, let expected):
             "Input images have shape \(got), expected [N, \(expected.map(String.init).joined(separator: ", "))].\n"
                 + "HINT: resize crops to the model's input size and channel count."
+        case .anySizeShape(let got, let channels, let stride, let reason):
+            "Input images have shape \(got), expected [N, \(channels), H, W] with H and W multiples of "
+                + "\(stride) (the network's total stride)\(reason.map { ": at that size, \($0)" } ?? "").\n"
+                + "HINT: pad the images right and bottom to a multiple of \(stride); a definition with a "
+                + "linear layer on a feature map runs at its own input size only."
         case .noEmbedding:
             "This model has no global average pool, so it has no embedding layer.\n"
                 + "HINT: use a ref-small style definition."

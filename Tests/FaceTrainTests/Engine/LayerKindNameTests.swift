@@ -10,7 +10,7 @@ import Testing
             LayerSpecification.everyKind.map(\.kind.rawValue)
                 == [
                     "conv2d", "batchnorm2d", "relu", "maxpool2d", "globalavgpool", "l2normalize", "linear", "dropout",
-                    "add", "prelu",
+                    "add", "prelu", "route", "upsample",
                 ])
         // One name per kind: no two kinds share a name, and no name is left without a kind.
         #expect(LayerSpecification.everyKind.map(\.kind) == LayerKindName.allCases)

@@ -17,6 +17,23 @@ import Testing
         #expect(GradientCheck(pointwise, input: TestData.normal([1, 3, 3, 3], seed: 4)).worst < 1e-2)
     }
 
+    /// Odd and even planes: backward sums each 2x2 block, against finite differences.
+    @Test func upsampleGradients() {
+        #expect(GradientCheck(Upsample(factor: 2), input: TestData.normal([2, 3, 3, 5], seed: 21)).worst < 1e-3)
+        #expect(GradientCheck(Upsample(factor: 2), input: TestData.normal([1, 2, 4, 2], seed: 22)).worst < 1e-3)
+    }
+
+    @Test func upsampleByHand() {
+        var layer = Upsample(factor: 2)
+        let input = Tensor(shape: [1, 2, 1, 2], scalars: [1, 2, 3, 4])
+        let output = layer.forward(input, mode: .training)
+        #expect(output.shape == [1, 2, 2, 4])
+        #expect(output.scalars == [1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4])
+        // Each 2x2 block of 1...16: 1 + 2 + 5 + 6, 3 + 4 + 7 + 8, 9 + 10 + 13 + 14, 11 + 12 + 15 + 16.
+        let gradient = layer.backward(Tensor(shape: [1, 2, 2, 4], scalars: (1...16).map(Float.init)))
+        #expect(gradient.scalars == [14, 22, 46, 54] as [Float])
+    }
+
     @Test func conv2DByHand() {
         var generator = SplitMix64(seed: 1)
         var conv = Conv2D(inputChannels: 1, outputChannels: 1, kernelSize: 2, stride: 1, padding: 0, using: &generator)

@@ -121,6 +121,53 @@ struct ExportConsumerTests {
         #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
     }
 
+    /// A small feature pyramid on 8 CS131 crops: a pooled branch upsampled x2 and added to the
+    /// stem, then two branches split by a route and joined by an add. Exported as ONNX `Resize` and
+    /// `Identity` (reading the routed layer's blob, not the previous one), Core ML `upsample` and a
+    /// linear activation.
+    @Test func pyramidNetworkExportsMatchOnCelebrityCrops() throws {
+        let crops = try Self.celebrityCrops(count: 8)
+        let labels = ["1", "2"] + (3...8).map(String.init)
+        let definition = ModelDefinition(
+            input: InputSpecification(width: 64, height: 64, channels: 3),
+            layers: [
+                .conv2D(inputChannels: 3, outputChannels: 8, kernelSize: 3, stride: 2, padding: 1),
+                .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
+                .relu,  // 2: the stem, 32x32
+                .maxPool2D(size: 2, stride: 2),
+                .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1),
+                .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1),
+                .relu,
+                .upsample(factor: 2),
+                .add(source: 2),  // 8
+                .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 1, stride: 1, padding: 0),  // 9: branch A
+                .route(source: 8),  // 10: branch B starts again from layer 8
+                .conv2D(inputChannels: 8, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1),
+                .add(source: 9),
+                .globalAveragePool,
+                .linear(inputFeatures: 8, outputFeatures: labels.count),
+            ],
+            classLabels: labels)
+        let model = TrainedModel.seeded(definition, seed: 29)
+        let plan = try ExportPlan(model: model, naming: .product)
+        let route = try #require(plan.steps.first { $0.name == "10.route" })
+        #expect(route.inputs == ["8.add_out"] && route.operation.form.onnxOperator == "Identity")
+        var network = try Network(model: model)
+        for crop in crops.prefix(4) {
+            var image = Tensor(zeros: [1, 3, 64, 64])
+            for c in 0..<3 {
+                for index in 0..<(64 * 64) {
+                    image.scalars[c * 4096 + index] = Float(crop.pixels[index * 3 + c]) / 127.5 - 1
+                }
+            }
+            let engine = try network.probabilities(for: image).scalars
+            let oracle = ReferenceForwardPass.probabilities(model, pixels: crop.pixels)
+            #expect(zip(engine, oracle).allSatisfy { abs(Double($0) - $1) < 1e-5 }, "\(crop.name)")
+        }
+        let result = try Self.exportAndCheck(model, crops: crops)
+        #expect(result.status == 0, "check_exports.py failed:\n\(result.output)")
+    }
+
     /// Every named architecture (at width 4, to keep the double-precision oracle quick) exports
     /// files that onnxruntime and the numpy Core ML evaluation run as facetrain does.
     @Test(arguments: ModelDefinition.extractorArchitectures)

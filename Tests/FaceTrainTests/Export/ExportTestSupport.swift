@@ -246,6 +246,16 @@ enum ReferenceForwardPass {
                 let shortcut = outputs[source]
                 precondition(shortcut.0.count == data.count, "residual add of different shapes")
                 data = zip(data, shortcut.0).map { $0 + $1 }
+            case .route(let source):
+                (data, channels, height, width) = outputs[source]
+            case .upsample(let factor):
+                // Output (y, x) is input (y / factor, x / factor).
+                let (outHeight, outWidth) = (height * factor, width * factor)
+                data = (0..<(channels * outHeight * outWidth)).map { index in
+                    let (c, y, x) = (index / (outHeight * outWidth), index / outWidth % outHeight, index % outWidth)
+                    return data[(c * height + y / factor) * width + x / factor]
+                }
+                (height, width) = (outHeight, outWidth)
             }
         }
         let largest = data.max() ?? 0
