@@ -7,8 +7,11 @@ import Foundation
 /// Not here: scoring (DetectionAveragePrecision in Swift, the script in Python). Numbers are written
 /// in full (Swift's shortest round-trip form), so the script scores exactly what Swift holds.
 package enum DetectionPredictions {
-    /// One photo's line, without the newline.
-    package static func line(file: String, detections: [Detection]) throws(DetectionPredictionError) -> String {
+    /// One photo's line, without the newline; with `width` and `height` when given (the scorer
+    /// ignores them; `facetrain detect --json` states the photo's size).
+    package static func line(
+        file: String, detections: [Detection], width: Int? = nil, height: Int? = nil
+    ) throws(DetectionPredictionError) -> String {
         var faces: [String] = []
         for (index, detection) in detections.enumerated() {
             let box = detection.box
@@ -21,7 +24,9 @@ package enum DetectionPredictions {
             if !detection.landmarks.isEmpty { face += ", \"landmarks5\": [\(points)]" }
             faces.append(face + "}")
         }
-        return "{\"file\": \(quoted(file)), \"faces\": [\(faces.joined(separator: ", "))]}"
+        let widthField = width.map { ", \"width\": \($0)" } ?? ""
+        let heightField = height.map { ", \"height\": \($0)" } ?? ""
+        return "{\"file\": \(quoted(file))\(widthField)\(heightField), \"faces\": [\(faces.joined(separator: ", "))]}"
     }
 
     /// Writes one line per photo, in the order given (a photo without detections gets an empty list).

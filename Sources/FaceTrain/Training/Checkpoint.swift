@@ -21,6 +21,8 @@ struct Checkpoint {
         var tensors: [TensorEntry]
         /// Epochs of a pretraining run (`history` is a fit's).
         var pretrainHistory: [PretrainEpochRecord]? = nil
+        /// Epochs of a detector's training run.
+        var detectorHistory: [DetectorEpochRecord]? = nil
     }
 
     /// The trainer's counters and generator states; its optimizer slots are stored as tensors.

@@ -151,7 +151,7 @@ struct ExportConsumerTests {
         let model = TrainedModel.seeded(definition, seed: 29)
         let plan = try ExportPlan(model: model, naming: .product)
         let route = try #require(plan.steps.first { $0.name == "10.route" })
-        #expect(route.inputs == ["8.add_out"] && route.operation.form.onnxOperator == "Identity")
+        #expect(route.inputs == ["8.add_out"] && route.operation.onnxNode.operatorName == "Identity")
         var network = try Network(model: model)
         for crop in crops.prefix(4) {
             var image = Tensor(zeros: [1, 3, 64, 64])

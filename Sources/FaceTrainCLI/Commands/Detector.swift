@@ -1,0 +1,233 @@
+import FaceTrain
+import FaceTrainEngine
+import Foundation
+
+/// `facetrain detector train` and `facetrain detector eval`: train a face detector on a detection
+/// set (photos, face boxes, 5 landmarks) and score one on a split of it. Not `detect` (Detect.swift),
+/// which runs a detector on the user's photos.
+struct DetectorTrain: Command {
+    static let name = "detector train"
+    static let abstract =
+        "Train a face detector (boxes, 5 landmarks, scores) on a detection set such as faces_in_photos."
+    static var options: [OptionSpec] {
+        [
+            .required(
+                "data", "dir",
+                "Detection set: annotations.jsonl, splits.json and images/ (faces_in_photos' layout; "
+                    + "`facetrain synth --scenes` writes one)."),
+            .required("out", "dir", "Detector folder to write (must not exist)."),
+            .option("split", "name", "Split of splits.json to train on.", default: "train"),
+            TrainingOptions.inputSize(default: "320"),
+            TrainingOptions.epochs(default: String(DetectorTrainingConfiguration().epochs)),
+            TrainingOptions.batchSize(default: "32", "Training crops per step."),
+            TrainingOptions.learningRate(default: "0.02", "Peak SGD learning rate (momentum 0.9)."),
+            .option(
+                "hold-out", "share", "Share of the split's photos kept out of training to measure average precision.",
+                default: "0.1"),
+            .option(
+                "measure-every", "n", "Measure the held-out photos every n epochs (and after the last).", default: "10"),
+            TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
+            .option("name", "text", "Name recorded in the detector manifest.", default: "facetrain-detector"),
+            .option("version", "n", "Version recorded in the detector manifest.", default: "1"),
+            .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
+            .flag("json", "Print one JSON object per line per event."),
+        ]
+    }
+
+    let data: URL
+    let out: URL
+    let split: String
+    let configuration: DetectorTrainingConfiguration
+    let name: String
+    let version: Int
+    let resume: Bool
+    let json: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        data = URL(fileURLWithPath: try arguments.required("data"))
+        out = URL(fileURLWithPath: try arguments.required("out"))
+        split = try arguments.required("split")
+        var configuration = DetectorTrainingConfiguration()
+        configuration.augmentation.outputSize = try arguments.required("input-size")
+        configuration.epochs = try arguments.required("epochs")
+        configuration.batchSize = try arguments.required("batch-size")
+        configuration.learningRate = try arguments.required("learning-rate")
+        configuration.holdOut = try arguments.required("hold-out")
+        configuration.measureEvery = try arguments.required("measure-every")
+        configuration.seed = try arguments.required("seed")
+        try requireValid { () throws(ConfigurationError) in try configuration.validate() }
+        self.configuration = configuration
+        name = try arguments.required("name")
+        version = try arguments.required("version")
+        guard version >= 1 else { throw UsageError(message: "--version must be a positive integer") }
+        resume = arguments.flag("resume")
+        json = arguments.flag("json")
+    }
+
+    func run() throws -> ExitCode {
+        installInterruptHandler()
+        guard !FileManager.default.fileExists(atPath: out.path) else { throw DetectorModelError.exists(path: out.path) }
+        let started = Date()
+        let printer = ProgressPrinter(json: json)
+        let set = try DetectionSet.load(data)
+        let definition = ModelDefinition.denseDetector(inputSize: configuration.augmentation.outputSize)
+        let session = try DetectorTrainingSession(
+            set: set, split: split, configuration: configuration, definition: definition,
+            checkpointDirectory: out.deletingLastPathComponent().appendingPathComponent(".checkpoints"))
+        let progress = DetectorProgress(printer: printer)
+        let (model, history) = try session.run(resume: resume, observer: progress) { interruptRequested }
+        if interruptRequested { throw FitError.interrupted(checkpoint: session.checkpointURL.path) }
+        var metrics: [String: Double] = [:]
+        for (category, value) in history.last?.heldOutAveragePrecision ?? [:] {
+            metrics["held_out.ap.\(category)"] = value
+        }
+        let faces = session.training.reduce(0) { $0 + $1.faces.count }
+        let manifest = DetectorModel.Manifest(
+            name: name, version: version, facetrainVersion: FaceTrainVersion.string, architecture: "det-dense",
+            definition: model.definition, strides: DetectionHeads.strides,
+            data: .init(
+                set: set.root.standardizedFileURL.lastPathComponent, fingerprint: set.fingerprint,
+                photos: session.training.count, faces: faces, heldOutPhotos: session.heldOut.count),
+            recipe: configuration,
+            training: .init(
+                epochs: history, seconds: Date().timeIntervalSince(started), threads: Parallel.workerCount,
+                blas: BLASRuntime.summary),
+            metrics: metrics,
+            provenance:
+                "Trained by facetrain \(FaceTrainVersion.string) `detector train` on the `\(split)` split of "
+                + "\(set.root.standardizedFileURL.lastPathComponent) (fingerprint \(set.fingerprint.prefix(16))), less "
+                + "its held-out photos, with the recipe below.",
+            license: DetectorModel.licenseNote(set: set.root.standardizedFileURL.lastPathComponent))
+        try DetectorModel.write(manifest: manifest, model: model, to: out)
+        session.removeCheckpoint()
+        if json {
+            printer.event("detector", ["path": out.path, "metrics": metrics])
+        } else {
+            for key in metrics.keys.sorted() { print(String(format: "%@ %.4f", key, metrics[key]!)) }
+            print(out.path)
+        }
+        return .success
+    }
+}
+
+/// `facetrain detector eval`: runs a detector on a split's photos and scores it as score_detection.py does.
+struct DetectorEval: Command {
+    static let name = "detector eval"
+    static let abstract = "Score a face detector on a split of a detection set; write its predictions for the scorer."
+    static var options: [OptionSpec] {
+        [
+            .required("detector", "dir", "Detector folder written by `facetrain detector train`."),
+            .required("data", "dir", "Detection set: annotations.jsonl, splits.json and images/."),
+            .option("split", "name", "Split of splits.json to score.", default: "dev"),
+            .option("predictions", "file", "Write every detection (score >= 0.02) as score_detection.py's JSONL."),
+            .flag("json", "Print the figures as one JSON object."),
+        ]
+    }
+
+    let detector: URL
+    let data: URL
+    let split: String
+    let predictions: URL?
+    let json: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        detector = URL(fileURLWithPath: try arguments.required("detector"))
+        data = URL(fileURLWithPath: try arguments.required("data"))
+        split = try arguments.required("split")
+        predictions = arguments.string("predictions").map { URL(fileURLWithPath: $0) }
+        json = arguments.flag("json")
+    }
+
+    func run() throws -> ExitCode {
+        let model = try DetectorModel.load(from: detector)
+        let set = try DetectionSet.load(data)
+        let photos = try set.photos(inSplit: split)
+        let images = try DetectorTrainingSession.decode(photos, of: set)
+        var faceDetector = FaceDetector(model: model.model, strides: model.manifest.strides)
+        var detections: [String: [Detection]] = [:]
+        let started = Date()
+        for (photo, image) in zip(photos, images) {
+            detections[photo.file] = faceDetector.detect(in: image, scoreFloor: DetectionDecoder().scoreFloor)
+        }
+        let seconds = Date().timeIntervalSince(started)
+        if let predictions {
+            try DetectionPredictions.write(photos.map { ($0.file, detections[$0.file] ?? []) }, to: predictions)
+        }
+        var figures: [String: Double] = ["ms_per_photo": 1000 * seconds / Double(max(photos.count, 1))]
+        for category in [DetectionAveragePrecision.Category.easyMedium, .all] {
+            if let value = DetectionAveragePrecision.averagePrecision(
+                photos: photos, detections: detections, category: category)
+            {
+                figures["ap.\(category.name)"] = value
+            }
+        }
+        if json {
+            print(String(decoding: try JSONText.data(figures, pretty: false), as: UTF8.self))
+        } else {
+            print("\(photos.count) photos of split \(split) in \(set.root.path)")
+            for key in figures.keys.sorted() { print(String(format: "%@ %.4f", key, figures[key]!)) }
+        }
+        return .success
+    }
+}
+
+/// Detector training progress: a live bar on a terminal, a line per epoch, JSON lines with --json.
+final class DetectorProgress: DetectorTrainingObserver {
+    private let printer: ProgressPrinter
+    private var epochs = 0
+
+    init(printer: ProgressPrinter) { self.printer = printer }
+
+    func trainingStarted(photos: Int, heldOutPhotos: Int, epochs: Int, resumedFrom: Int?) {
+        self.epochs = epochs
+        if printer.style == .json {
+            printer.event(
+                "start",
+                [
+                    "photos": photos, "held_out_photos": heldOutPhotos, "epochs": epochs,
+                    "resumed_from_epoch": resumedFrom as Any,
+                ])
+        } else {
+            let resumed = resumedFrom.map { ", resuming after epoch \($0)" } ?? ""
+            printer.say(
+                "training a detector on \(photos) photos, measuring on \(heldOutPhotos), \(epochs) epochs\(resumed)")
+        }
+    }
+
+    func batchFinished(epoch: Int, batch: Int, batches: Int, imagesPerSecond: Double, loss: Double) {
+        printer.epochs = epochs
+        printer.batchFinished(
+            epoch: epoch, batch: batch, batches: batches, imagesPerSecond: imagesPerSecond, loss: loss)
+    }
+
+    func epochFinished(_ record: DetectorEpochRecord) {
+        let precision = record.heldOutAveragePrecision ?? [:]
+        if printer.style == .json {
+            printer.event(
+                "epoch",
+                [
+                    "epoch": record.epoch, "loss": record.loss, "score_loss": record.scoreLoss,
+                    "box_loss": record.boxLoss, "landmark_loss": record.landmarkLoss,
+                    "learning_rate": record.learningRate, "seconds": record.seconds,
+                    "images_per_second": record.imagesPerSecond, "held_out_ap": precision,
+                ])
+        } else {
+            let clear = printer.style == .terminal ? "\r\u{1B}[K" : ""
+            let measured =
+                precision.isEmpty
+                ? ""
+                : String(
+                    format: "  AP e+m %.3f all %.3f", precision["easy_medium"] ?? .nan, precision["all"] ?? .nan)
+            FileHandle.standardOutput.write(
+                Data(
+                    String(
+                        format:
+                            "%@epoch %3d/%d  loss %.4f (score %.4f box %.4f landmarks %.4f)  lr %.2e  %.0f img/s  %.1fs%@\n",
+                        clear, record.epoch, epochs, record.loss, record.scoreLoss, record.boxLoss, record.landmarkLoss,
+                        record.learningRate, record.imagesPerSecond, record.seconds, measured
+                    ).utf8))
+        }
+    }
+}
