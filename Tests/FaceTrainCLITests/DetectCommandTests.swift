@@ -1,0 +1,126 @@
+import FaceTrain
+import Foundation
+import Testing
+
+/// `detector train`, `detector eval` and `detect` end to end through the binary, on synthetic
+/// scenes: what they print, what they write, and how they refuse damaged detectors and bad photos.
+@Suite("detect commands", .serialized)
+struct DetectCommandTests {
+    /// Scenes and a detector trained on them for two epochs (its quality does not matter here).
+    static let fixture: (folder: URL, scenes: URL, detector: URL) = {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("detect-cli-\(UUID().uuidString)")
+        let scenes = folder.appendingPathComponent("scenes")
+        let detector = folder.appendingPathComponent("detector")
+        let synth = try! CLIRunner.run(["synth", "--scenes", "20", "--out", scenes.path, "--max-side", "128"])
+        precondition(synth.status == 0, synth.standardError)
+        let train = try! CLIRunner.run([
+            "detector", "train", "--data", scenes.path, "--out", detector.path, "--epochs", "2", "--input-size", "64",
+            "--batch-size", "4", "--hold-out", "0.2", "--measure-every", "1",
+        ])
+        precondition(train.status == 0, train.standardError)
+        return (folder, scenes, detector)
+    }()
+
+    static func photos() throws -> [URL] {
+        let folder = fixture.scenes.appendingPathComponent("images/0--Synthetic")
+        return try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted().prefix(3).map {
+            folder.appendingPathComponent($0)
+        }
+    }
+
+    @Test func trainingWritesAVerifiedDetectorWithItsRecord() throws {
+        let detector = try DetectorModel.load(from: Self.fixture.detector)
+        #expect(detector.manifest.training.epochs.count == 2)
+        #expect(detector.manifest.metrics.keys.contains("held_out.ap.all"))
+        #expect(detector.manifest.license.contains("non-commercial research"))
+        #expect(detector.manifest.data.fingerprint == (try DetectionSet.load(Self.fixture.scenes)).fingerprint)
+    }
+
+    /// One JSON line per photo with the photo's size and, per face, a box of 4 numbers, a score in
+    /// [threshold, 1] and 5 landmark points; `--draw` writes each photo at its own size.
+    @Test func detectPrintsJSONLinesAndDrawsPhotos() throws {
+        let photos = try Self.photos()
+        let drawn = Self.fixture.folder.appendingPathComponent("drawn")
+        let result = try CLIRunner.run(
+            ["detect", "--detector", Self.fixture.detector.path, "--threshold", "0.05", "--json", "--draw", drawn.path]
+                + photos.map(\.path))
+        #expect(result.status == 0, "\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n")
+        #expect(lines.count == photos.count)
+        for (line, photo) in zip(lines, photos) {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect(object["file"] as? String == photo.path)
+            let image = try ImageDecoder.decode(contentsOf: photo)
+            #expect(object["width"] as? Int == image.width && object["height"] as? Int == image.height)
+            for face in try #require(object["faces"] as? [[String: Any]]) {
+                #expect((face["box"] as? [Double])?.count == 4)
+                let score = try #require(face["score"] as? Double)
+                #expect(score >= 0.05 && score <= 1)
+                let points = try #require(face["landmarks5"] as? [[Double]])
+                #expect(points.count == 5 && points.allSatisfy { $0.count == 2 })
+            }
+            let picture = drawn.appendingPathComponent(
+                photo.deletingPathExtension().lastPathComponent + ".faces.jpg")
+            let decoded = try ImageDecoder.decode(contentsOf: picture)
+            #expect(decoded.width == image.width && decoded.height == image.height)
+        }
+    }
+
+    /// A file that is not a photo is named and the others are still detected; exit status 1.
+    @Test func detectNamesABadPhotoAndGoesOn() throws {
+        let bad = Self.fixture.folder.appendingPathComponent("notes.jpg")
+        try Data("not a photo".utf8).write(to: bad)
+        let photo = try #require(try Self.photos().first)
+        let result = try CLIRunner.run(["detect", "--detector", Self.fixture.detector.path, bad.path, photo.path])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("notes.jpg"))
+        #expect(result.standardOutput.contains(photo.path))
+    }
+
+    @Test func evalScoresASplitAndWritesPredictions() throws {
+        let predictions = Self.fixture.folder.appendingPathComponent("predictions.jsonl")
+        let result = try CLIRunner.run([
+            "detector", "eval", "--detector", Self.fixture.detector.path, "--data", Self.fixture.scenes.path,
+            "--predictions", predictions.path, "--json",
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let figures = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Double])
+        let dev = try DetectionSet.load(Self.fixture.scenes).photos(inSplit: "dev")
+        // AP exists when the split has a face the scorer counts (valid, at least 20 px high).
+        let counted = dev.contains { $0.faces.contains { $0.invalid == 0 && $0.box.height >= 20 } }
+        #expect(figures["ap.all"].map { (0...1).contains($0) } ?? !counted)
+        #expect(figures["ms_per_photo"].map { $0 > 0 } == true)
+        let written = try String(contentsOf: predictions, encoding: .utf8).split(separator: "\n")
+        #expect(written.count == dev.count)
+    }
+
+    /// A detector whose weights changed is refused by name, and nothing is detected.
+    @Test func aDamagedDetectorIsRefused() throws {
+        let copy = Self.fixture.folder.appendingPathComponent("damaged")
+        try? FileManager.default.removeItem(at: copy)
+        try FileManager.default.copyItem(at: Self.fixture.detector, to: copy)
+        let weights = copy.appendingPathComponent("weights.h5")
+        var bytes = try Data(contentsOf: weights)
+        bytes[bytes.count - 100] ^= 1
+        try bytes.write(to: weights)
+        let photo = try #require(try Self.photos().first)
+        let result = try CLIRunner.run(["detect", "--detector", copy.path, photo.path])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("is damaged: weights.h5"))
+        #expect(result.standardOutput.isEmpty)
+    }
+
+    @Test func badOptionsAreUsageErrors() throws {
+        for arguments in [
+            ["detect"], ["detect", "--threshold", "2", "x.jpg"], ["detect", "--max-side", "8", "x.jpg"],
+            ["detector", "train", "--data", "x", "--out", "y", "--input-size", "100"],
+            ["detector", "train", "--data", "x", "--out", "y", "--hold-out", "0.95"],
+        ] {
+            let result = try CLIRunner.run(arguments)
+            #expect(result.status == 64, "\(arguments): \(result.standardError)")
+        }
+        let missing = try CLIRunner.run(["detector", "train", "--data", "/nonexistent", "--out", "/tmp/never"])
+        #expect(missing.status == 1 && missing.standardError.contains("faces_in_photos"))
+    }
+}
