@@ -179,7 +179,8 @@ struct Crop: Command {
             printError(
                 photos.isEmpty
                     ? "Error: no photos in \(input.path).\nHINT: --in must hold .jpg, .png, .pgm or .ppm files."
-                    : "Error: no crop written.")
+                    : "Error: no crop written.\nHINT: if the refusals above look wrong, try a lower --threshold or "
+                        + "--min-face, or --all for photos with several faces.")
             return .failure
         }
         return .success
