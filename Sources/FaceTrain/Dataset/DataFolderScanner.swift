@@ -14,7 +14,7 @@ struct DataFolderScanner {
     }
 
     /// Extensions that promise an image; a file with one that does not decode is a problem.
-    static let imageExtensions: Set<String> = ["jpg", "jpeg", "png", "pgm", "ppm", "pnm"]
+    static let imageExtensions = ImageDecoder.fileExtensions
 
     private enum FileOutcome {
         case sample(FaceSample)

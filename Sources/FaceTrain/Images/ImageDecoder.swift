@@ -29,6 +29,9 @@ public enum ImageFormat: String, Sendable, CaseIterable {
 /// The header is read first and its size checked against `Limits`, so a decompression bomb is refused
 /// before any pixel memory is allocated. JPEGs are turned upright by their EXIF orientation.
 public enum ImageDecoder {
+    /// File extensions (lower case) of the formats decoded here.
+    package static let fileExtensions: Set<String> = ["jpg", "jpeg", "png", "pgm", "ppm", "pnm"]
+
     /// Size limits checked on the header, before decoding.
     public struct Limits: Sendable, Equatable {
         /// Largest accepted `width * height`.
