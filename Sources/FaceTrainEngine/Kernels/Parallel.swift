@@ -68,7 +68,11 @@ extension Parallel {
         guard count > 0 else { return [] }
         let results = UnsafeMutableBufferPointer<T?>.allocate(capacity: count)
         results.initialize(repeating: nil)
-        defer { results.deallocate() }
+        defer {
+            // Deinitialised first: the results the buffer holds (arrays) would otherwise leak.
+            results.deinitialize()
+            results.deallocate()
+        }
         let slots = UncheckedSendable(value: results)
         forEach(count) { slots.value[$0] = body($0) }
         return results.map { $0! }
