@@ -18,12 +18,16 @@ SHARED   ?= ../shared
 # `make test` builds the engine's suites once more with them, and so does the fuzz build.
 export FACETRAIN_UNCHECKED := 1
 BASE     := base/builtin
+DETECTOR := detector/builtin
 # The recipe of the builtin base (its manifest records it too).
 BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80-grey10-area50-centre90 --version 9 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20 --greyscale 0.1 --min-area 0.5 --centre-crop 0.9
+# The recipe of the builtin detector (its manifest records it too).
+DETECTOR_ARGS := --epochs 120 --input-size 320 --batch-size 32 --learning-rate 0.02 --hold-out 0.1 \
+                 --measure-every 10 --seed 1 --name facetrain-detector --version 1
 
-.PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke bench bench-enrollment bench-serve quality base lint format clean
+.PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke detector bench bench-detect bench-enrollment bench-serve quality base lint format clean
 
 all: build
 
@@ -96,6 +100,15 @@ base: release
 	touch Sources/CBaseModel/base_model.S
 	$(SWIFT) build -c release
 
+# Retrains the builtin face detector on ../shared's faces_in_photos (see detector/README.md for how
+# long it takes) and compiles it in.
+detector: release
+	rm -rf $(DETECTOR).new
+	.build/release/facetrain detector train --data $(SHARED)/datasets/faces_in_photos --out $(DETECTOR).new $(DETECTOR_ARGS)
+	rm -rf $(DETECTOR) && mv $(DETECTOR).new $(DETECTOR)
+	touch Sources/CDetectorModel/detector_model.S
+	$(SWIFT) build -c release
+
 # Wall time of fit from the base for 100 users (cold and warm embedding cache) and from scratch.
 bench-enrollment: release
 	bash Tests/Scripts/bench_enrollment.sh
@@ -103,6 +116,11 @@ bench-enrollment: release
 # GET /v1/model requests/s and p99 of a throwaway server on 127.0.0.1, idle and during a training (bounded).
 bench-serve: release
 	bash Tests/Scripts/bench_serve.sh
+
+# The detector on faces_in_photos' dev photos: ms per photo and the scorer's figures, beside YuNet when
+# Python's cv2 and YUNET_MODEL are there (Tests/Scripts/bench_detect.sh).
+bench-detect: release
+	SHARED=$(SHARED) bash Tests/Scripts/bench_detect.sh
 
 quality: release
 	bash datasets/quality.sh

@@ -29,6 +29,8 @@ let package = Package(
         // The builtin base model, compiled in (`make base` retrains it); the assembler finds its files
         // through the header search path.
         .target(name: "CBaseModel", cSettings: [.headerSearchPath("../../base/builtin")]),
+        // The builtin face detector, compiled in the same way (`make detector` retrains it).
+        .target(name: "CDetectorModel", cSettings: [.headerSearchPath("../../detector/builtin")]),
 
         // MARK: - Libraries, each depending only on those above it (the compiler enforces the order)
 
@@ -39,7 +41,9 @@ let package = Package(
         // The application: images, data folders, training, evaluation, pretraining, bundles, exports.
         .target(
             name: "FaceTrain",
-            dependencies: ["FaceTrainEngine", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CBaseModel"],
+            dependencies: [
+                "FaceTrainEngine", "CHDF5", "CTurboJPEG", "CPNG", "CCrypto", "CBaseModel", "CDetectorModel",
+            ],
             swiftSettings: optimisation
         ),
 

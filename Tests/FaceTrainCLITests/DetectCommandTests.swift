@@ -90,7 +90,7 @@ struct DetectCommandTests {
         // AP exists when the split has a face the scorer counts (valid, at least 20 px high).
         let counted = dev.contains { $0.faces.contains { $0.invalid == 0 && $0.box.height >= 20 } }
         #expect(figures["ap.all"].map { (0...1).contains($0) } ?? !counted)
-        #expect(figures["ms_per_photo"].map { $0 > 0 } == true)
+        #expect(figures["ms_per_photo_median"].map { $0 > 0 } == true)
         let written = try String(contentsOf: predictions, encoding: .utf8).split(separator: "\n")
         #expect(written.count == dev.count)
     }

@@ -11,9 +11,9 @@ BIN=.build/release/facetrain
 
 # The suites that run a second time with Swift's runtime checks (-O instead of -Ounchecked: the
 # Makefile sets FACETRAIN_UNCHECKED=1 for everything else).
-CHECKED_TESTS='FaceTrainTests\.(KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests)'
+CHECKED_TESTS='FaceTrainTests\.(KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests|FeaturePyramidTests|DetectionLossTests|DetectionAssignmentTests|DetectorPipelineTests|FaceAlignmentTests)'
 # The suites whose results depend on floating-point arithmetic: they run once per kernel.
-SENSITIVE_TESTS='FaceTrainTests\.(BLASRuntimeTests|KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|BranchingTests|TrainingTests|PretrainingLossTests|FitJobTests|ExportConsumerTests)|FaceTrainCLITests\.(ExportAndPredictTests|GoldenBundleTests)'
+SENSITIVE_TESTS='FaceTrainTests\.(BLASRuntimeTests|KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|BranchingTests|TrainingTests|PretrainingLossTests|FitJobTests|ExportConsumerTests|FeaturePyramidTests|DetectionLossTests|DetectorPipelineTests)|FaceTrainCLITests\.(ExportAndPredictTests|GoldenBundleTests)'
 
 # The kernel the product runs: the binary chooses it (re-executing itself) unless the user set one;
 # a user's kernel this CPU cannot execute is refused here, with the kernels it can.

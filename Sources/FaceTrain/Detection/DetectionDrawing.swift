@@ -8,7 +8,7 @@ package enum DetectionDrawing {
         let rgb = photo.channels == 3 ? photo : photo.converted(channels: 3)
         var pixels = rgb.pixels
         let (width, height) = (rgb.width, rgb.height)
-        let thickness = max(1, min(width, height) / 300)
+        let thickness = max(2, min(width, height) / 250)
         func fill(_ left: Int, _ top: Int, _ right: Int, _ bottom: Int, _ colour: (UInt8, UInt8, UInt8)) {
             let (x0, y0) = (max(0, left), max(0, top))
             let (x1, y1) = (min(width, right), min(height, bottom))

@@ -1,3 +1,4 @@
+import CDetectorModel
 import FaceTrainEngine
 import Foundation
 
@@ -95,9 +96,20 @@ package struct DetectorModel: Sendable {
     /// `--detector`: "builtin" or a detector folder.
     package static func resolve(_ option: String) throws(DetectorModelError) -> DetectorModel {
         switch option {
-        case "builtin": throw .noBuiltin
+        case "builtin": return try builtin()
         default: return try load(from: URL(fileURLWithPath: option))
         }
+    }
+
+    /// The detector compiled into facetrain (detector/builtin of its repository), verified.
+    package static func builtin() throws(DetectorModelError) -> DetectorModel {
+        var contents: [String: Data] = [:]
+        for (index, name) in (files + ["SHA256SUMS"]).enumerated() {
+            var size = 0
+            guard let pointer = facetrain_detector_file(Int32(index), &size), size > 0 else { throw .noBuiltin }
+            contents[name] = Data(bytes: pointer, count: size)
+        }
+        return try load(contents: contents, source: "builtin")
     }
 
     /// Writes a detector folder (which must not exist) with its SHA256SUMS, atomically.

@@ -131,7 +131,11 @@ package final class DetectorTrainingSession: @unchecked Sendable {
     package static func decode(_ photos: [DetectionPhoto], of set: DetectionSet) throws -> [Image] {
         let results = UnsafeMutableBufferPointer<Result<Image, DetectionSetError>?>.allocate(capacity: photos.count)
         results.initialize(repeating: nil)
-        defer { results.deallocate() }
+        defer {
+            // Deinitialised first: the images the buffer holds would otherwise never be released.
+            results.deinitialize()
+            results.deallocate()
+        }
         let box = UncheckedResults(pointer: results.baseAddress!)
         Parallel.forEach(photos.count) { index in
             let photo = photos[index]
@@ -173,7 +177,10 @@ package final class DetectorTrainingSession: @unchecked Sendable {
         let box = UncheckedPointer(images)
         let faces = UnsafeMutableBufferPointer<[LabelledFace]>.allocate(capacity: list.count)
         faces.initialize(repeating: [])
-        defer { faces.deallocate() }
+        defer {
+            faces.deinitialize()
+            faces.deallocate()
+        }
         let facesBox = UncheckedFaces(pointer: faces.baseAddress!)
         let (augmentation, input) = (configuration.augmentation, definition.input)
         Parallel.forEach(list.count) { position in
@@ -329,11 +336,10 @@ package final class DetectorTrainingSession: @unchecked Sendable {
 
     /// Average precision at IoU 0.5 on the held-out photos, by the scorer's categories.
     package func heldOutAveragePrecision(_ network: Network) -> [String: Double] {
-        var detector = FaceDetector(model: network.trainedModel, strides: DetectionHeads.strides)
+        let detector = FaceDetector(model: network.trainedModel, strides: DetectionHeads.strides)
+        let found = detector.detect(in: heldOutImages, scoreFloor: DetectionDecoder().scoreFloor).detections
         var detections: [String: [Detection]] = [:]
-        for (photo, image) in zip(heldOut, heldOutImages) {
-            detections[photo.file] = detector.detect(in: image, scoreFloor: DetectionDecoder().scoreFloor)
-        }
+        for (photo, faces) in zip(heldOut, found) { detections[photo.file] = faces }
         var result: [String: Double] = [:]
         for category in [DetectionAveragePrecision.Category.easyMedium, .all] {
             if let value = DetectionAveragePrecision.averagePrecision(

@@ -174,9 +174,9 @@ struct DetectionLossTests {
         #expect(abs(sum / Double(positives) - batch.total) < 1e-9 * max(1, batch.total))
     }
 
-    /// Training size: 32 images of 320 x 320 (2,100 cells each) with 8 faces each. Printed, and
-    /// bounded loosely (a shared 2-core machine) at 2 s a batch, far above what a step may cost.
-    @Test func aTrainingBatchIsFast() {
+    /// Training size: 32 images of 320 x 320 (2,100 cells each) with 8 faces each of 10-160 px give a
+    /// finite loss with more positive cells than faces. (Its speed shows in `detector train`'s img/s.)
+    @Test func aTrainingSizeBatchHasAFiniteLossAndPositives() {
         var generator = SplitMix64(seed: 1)
         let faces: [[LabelledFace]] = (0..<32).map { _ in
             (0..<8).map { _ in
@@ -188,12 +188,7 @@ struct DetectionLossTests {
         }
         let heads = Self.randomHeads(batch: 32, height: 320, width: 320, seed: 2)
         let loss = DetectionLoss()
-        _ = loss.evaluate(heads: heads, faces: faces)
-        let start = DispatchTime.now().uptimeNanoseconds
         let result = loss.evaluate(heads: heads, faces: faces)
-        let milliseconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-        print("detection loss, 32 x 320^2, 256 faces: \(milliseconds) ms, \(result.positiveCount) positives")
         #expect(result.total.isFinite && result.positiveCount > 256)
-        #expect(milliseconds < 2_000)
     }
 }
