@@ -33,6 +33,9 @@ enum TrainingOptions {
     static func learningRate(default value: String, _ help: String) -> OptionSpec {
         .option("learning-rate", "rate", help, default: value)
     }
+    static let resume = OptionSpec.flag(
+        "resume", "Continue an interrupted run of the same data and options from its last epoch.")
+    static let jsonEvents = OptionSpec.flag("json", "Print one JSON object per line per event (for CI logs).")
 }
 
 /// `--min-images` and `--skip-bad`: how a data folder is read (data check, fit, serve).

@@ -226,32 +226,18 @@ package final class DetectorTrainingSession: @unchecked Sendable {
         var history: [DetectorEpochRecord] = []
         var firstEpoch = 1
         if resume {
-            let checkpoint = try Checkpoint.read(from: checkpointURL)
-            guard checkpoint.header.key == key else { throw .checkpointMismatch(path: checkpointURL.path) }
-            let header = checkpoint.header
-            let records = header.detectorHistory ?? []
-            guard (0...configuration.epochs).contains(header.epochsDone), records.count == header.epochsDone,
-                let state = header.trainer, state.step == header.epochsDone * batchCount,
-                state.optimizerStep == state.step
-            else {
-                throw .checkpointUnreadable(
-                    path: checkpointURL.path, reason: "its counters do not fit a run of \(configuration.epochs) epochs")
-            }
+            let (checkpoint, state) = try Checkpoint.readForResume(
+                at: checkpointURL, key: key, epochs: configuration.epochs, batchesPerEpoch: batchCount,
+                recordCount: { $0.detectorHistory?.count ?? 0 })
             do {
-                try network.load(FitSession.weights(checkpoint.tensors, prefix: "weights/", definition: definition))
-                var slots: [String: Tensor] = [:]
-                for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") {
-                    slots[String(name.dropFirst(10))] = tensor
-                }
-                try optimizer.restore(
-                    OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots))
+                try checkpoint.restore(&network, definition: definition, optimizer: &optimizer, trainer: state)
             } catch {
                 let reason = if case TrainingError.stateMismatch(let reason) = error { reason } else { "\(error)" }
                 throw .checkpointUnreadable(path: checkpointURL.path, reason: reason)
             }
             step = state.step
-            history = records
-            firstEpoch = header.epochsDone + 1
+            history = checkpoint.header.detectorHistory ?? []
+            firstEpoch = checkpoint.header.epochsDone + 1
         }
         observer?.trainingStarted(
             photos: training.count, heldOutPhotos: heldOut.count, epochs: configuration.epochs,
@@ -355,11 +341,7 @@ package final class DetectorTrainingSession: @unchecked Sendable {
         network: Network, optimizer: SGD, step: Int, epoch: Int, history: [DetectorEpochRecord]
     ) throws(FitError) {
         let state = optimizer.state
-        var tensors: [String: Tensor] = [:]
-        for (name, tensor) in state.slots { tensors["optimizer/" + name] = tensor }
-        for layer in network.weights {
-            for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor }
-        }
+        let tensors = Checkpoint.trainingTensors(network: network, optimizer: state)
         try Checkpoint(
             header: .init(
                 key: key, epochsDone: epoch, history: [], bestEpoch: epoch, bestHeldOutLoss: 0,

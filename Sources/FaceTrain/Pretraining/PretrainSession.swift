@@ -248,19 +248,11 @@ public final class PretrainSession: @unchecked Sendable {
         var history: [PretrainEpochRecord] = []
         var firstEpoch = 1
         if resume {
-            let checkpoint = try Checkpoint.read(from: checkpointURL)
-            guard checkpoint.header.key == key else { throw .checkpointMismatch(path: checkpointURL.path) }
-            let header = checkpoint.header
-            let records = header.pretrainHistory ?? []
-            guard (0...configuration.epochs).contains(header.epochsDone), records.count == header.epochsDone,
-                let state = header.trainer, state.step == header.epochsDone * batchCount,
-                state.optimizerStep == state.step
-            else {
-                throw .checkpointUnreadable(
-                    path: checkpointURL.path, reason: "its counters do not fit a run of \(configuration.epochs) epochs")
-            }
+            let (checkpoint, state) = try Checkpoint.readForResume(
+                at: checkpointURL, key: key, epochs: configuration.epochs, batchesPerEpoch: batchCount,
+                recordCount: { $0.pretrainHistory?.count ?? 0 })
             do {
-                try network.load(FitSession.weights(checkpoint.tensors, prefix: "weights/", definition: definition))
+                try checkpoint.restore(&network, definition: definition, optimizer: &optimizer, trainer: state)
                 guard let weight = checkpoint.tensors["head/weight"], weight.shape == head.weight.value.shape else {
                     throw TrainingError.stateMismatch("no head weight of shape \(head.weight.value.shape)")
                 }
@@ -272,19 +264,13 @@ public final class PretrainSession: @unchecked Sendable {
                     }
                     projection.value = saved
                 }
-                var slots: [String: Tensor] = [:]
-                for (name, tensor) in checkpoint.tensors where name.hasPrefix("optimizer/") {
-                    slots[String(name.dropFirst(10))] = tensor
-                }
-                try optimizer.restore(
-                    OptimizerState(kind: state.optimizerKind, step: state.optimizerStep, slots: slots))
             } catch {
                 let reason = if case TrainingError.stateMismatch(let reason) = error { reason } else { "\(error)" }
                 throw .checkpointUnreadable(path: checkpointURL.path, reason: reason)
             }
             step = state.step
-            history = records
-            firstEpoch = header.epochsDone + 1
+            history = checkpoint.header.pretrainHistory ?? []
+            firstEpoch = checkpoint.header.epochsDone + 1
         }
         observer?.pretrainStarted(
             crops: training.count, identities: trainingIdentities, verificationCrops: verification.count,
@@ -458,12 +444,9 @@ public final class PretrainSession: @unchecked Sendable {
         history: [PretrainEpochRecord]
     ) throws(FitError) {
         let state = optimizer.state
-        var tensors: [String: Tensor] = ["head/weight": head.weight.value]
+        var tensors = Checkpoint.trainingTensors(network: network, optimizer: state)
+        tensors["head/weight"] = head.weight.value
         if let projection { tensors["teacher/projection"] = projection }
-        for (name, tensor) in state.slots { tensors["optimizer/" + name] = tensor }
-        for layer in network.weights {
-            for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor }
-        }
         try Checkpoint(
             header: .init(
                 key: key, epochsDone: epoch, history: [], bestEpoch: epoch, bestHeldOutLoss: 0,

@@ -133,6 +133,46 @@ struct Checkpoint {
     }
 }
 
+extension Checkpoint {
+    /// The checkpoint of run `key`, read to resume it: its counters must fit a run of `epochs` epochs
+    /// of `batchesPerEpoch` steps, and `recordCount` (the run's epoch records) must match them.
+    static func readForResume(
+        at url: URL, key: String, epochs: Int, batchesPerEpoch: Int, recordCount: (Header) -> Int
+    ) throws(FitError) -> (checkpoint: Checkpoint, trainer: TrainerState) {
+        let checkpoint = try read(from: url)
+        guard checkpoint.header.key == key else { throw .checkpointMismatch(path: url.path) }
+        let header = checkpoint.header
+        guard (0...epochs).contains(header.epochsDone), recordCount(header) == header.epochsDone,
+            let state = header.trainer, state.step == header.epochsDone * batchesPerEpoch,
+            state.optimizerStep == state.step
+        else {
+            throw .checkpointUnreadable(path: url.path, reason: "its counters do not fit a run of \(epochs) epochs")
+        }
+        return (checkpoint, state)
+    }
+
+    /// The tensors a training run saves of its network ("weights/<layer>.<tensor>") and optimizer
+    /// ("optimizer/<slot>/<parameter>"); `restore` reads them back.
+    static func trainingTensors(network: Network, optimizer: OptimizerState) -> [String: Tensor] {
+        var tensors: [String: Tensor] = [:]
+        for (name, tensor) in optimizer.slots { tensors["optimizer/" + name] = tensor }
+        for layer in network.weights {
+            for named in layer.tensors { tensors["weights/\(layer.name).\(named.name)"] = named.tensor }
+        }
+        return tensors
+    }
+
+    /// Loads what `trainingTensors` saved into `network` and `optimizer`; throws when they do not fit.
+    func restore(
+        _ network: inout Network, definition: ModelDefinition, optimizer: inout some Optimizer, trainer: TrainerState
+    ) throws {
+        try network.load(FitSession.weights(tensors, prefix: "weights/", definition: definition))
+        var slots: [String: Tensor] = [:]
+        for (name, tensor) in tensors where name.hasPrefix("optimizer/") { slots[String(name.dropFirst(10))] = tensor }
+        try optimizer.restore(OptimizerState(kind: trainer.optimizerKind, step: trainer.optimizerStep, slots: slots))
+    }
+}
+
 /// The lock beside a checkpoint: one run per checkpoint at a time (a second run of the same data
 /// and options would overwrite it), taken with the temporary files killed runs left half-written
 /// removed; released with the checkpoint once its run has become a bundle or a base.

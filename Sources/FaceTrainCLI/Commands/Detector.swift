@@ -29,8 +29,8 @@ struct DetectorTrain: Command {
             TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
             .option("name", "text", "Name recorded in the detector manifest.", default: "facetrain-detector"),
             .option("version", "n", "Version recorded in the detector manifest.", default: "1"),
-            .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
-            .flag("json", "Print one JSON object per line per event."),
+            TrainingOptions.resume,
+            TrainingOptions.jsonEvents,
         ]
     }
 

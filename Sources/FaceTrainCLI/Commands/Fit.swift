@@ -40,8 +40,8 @@ struct Fit: Command {
                     + "network at a lower learning rate (all; --epochs 20 and --learning-rate 0.001 unless given).",
                 default: "head"),
             DataOptions.skipBad,
-            .flag("resume", "Continue an interrupted fit of the same data and options from its last epoch."),
-            .flag("json", "Print one JSON object per line per event (for CI logs)."),
+            TrainingOptions.resume,
+            TrainingOptions.jsonEvents,
         ]
     }
 

@@ -54,8 +54,8 @@ struct Pretrain: Command {
                 "Do not train: measure the verification and bank of an existing base (its recipe, or the "
                     + "--centre-crop, --name and --version given) again, into --out."),
             .flag("skip-bad", "Train without crops that cannot be decoded, naming each one."),
-            .flag("resume", "Continue an interrupted run of the same data and options from its last epoch."),
-            .flag("json", "Print one JSON object per line per event."),
+            TrainingOptions.resume,
+            TrainingOptions.jsonEvents,
         ]
     }
 

@@ -126,8 +126,10 @@ import Testing
         }
         do {
             let results = Parallel.map(64) { Counted($0) }
-            #expect(results.map(\.index) == Array(0..<64))
-            #expect(Counted.lock.withLock { Counted.alive } == 64)
+            withExtendedLifetime(results) {
+                #expect(results.map(\.index) == Array(0..<64))
+                #expect(Counted.lock.withLock { Counted.alive } == 64)
+            }
         }
         #expect(Counted.lock.withLock { Counted.alive } == 0)
     }
