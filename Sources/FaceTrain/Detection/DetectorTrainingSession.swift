@@ -206,39 +206,12 @@ package final class DetectorTrainingSession: @unchecked Sendable {
         try checkpointLock.acquire()
         let batchSize = min(configuration.batchSize, training.count)
         let batchCount = max(training.count / batchSize, 1)
-        var network: Network
-        do { network = try Network(definition: definition, seed: configuration.seed) } catch {
-            throw .engine("\(error)")
-        }
-        // Every cell starts out scoring about 0.01, not 0.5: thousands of background cells at 0.5
-        // would swamp the few faces' loss in the first steps (RetinaNet's prior).
-        let headBiases = Set(definition.outputLayers.map { "\(definition.layerNames[$0]).bias" })
-        network.updateParameters { key, parameter in
-            guard headBiases.contains(key) else { return }
-            parameter.value.scalars[DetectionHeads.scoreChannel] = Float(-log((1 - 0.01) / 0.01))
-        }
-        var optimizer = SGD(momentum: Float(configuration.momentum), weightDecay: Float(configuration.weightDecay))
         let totalSteps = configuration.epochs * batchCount
         let schedule = LearningRateSchedule.cosine(
             warmupSteps: min(configuration.warmupEpochs * batchCount, totalSteps / 5), totalSteps: totalSteps,
             minimumFactor: 0)
-        var step = 0
-        var history: [DetectorEpochRecord] = []
-        var firstEpoch = 1
-        if resume {
-            let (checkpoint, state) = try Checkpoint.readForResume(
-                at: checkpointURL, key: key, epochs: configuration.epochs, batchesPerEpoch: batchCount,
-                recordCount: { $0.detectorHistory?.count ?? 0 })
-            do {
-                try checkpoint.restore(&network, definition: definition, optimizer: &optimizer, trainer: state)
-            } catch {
-                let reason = if case TrainingError.stateMismatch(let reason) = error { reason } else { "\(error)" }
-                throw .checkpointUnreadable(path: checkpointURL.path, reason: reason)
-            }
-            step = state.step
-            history = checkpoint.header.detectorHistory ?? []
-            firstEpoch = checkpoint.header.epochsDone + 1
-        }
+        var state = try start(resume: resume, batchCount: batchCount)
+        let firstEpoch = state.history.count + 1
         observer?.trainingStarted(
             photos: training.count, heldOutPhotos: heldOut.count, epochs: configuration.epochs,
             resumedFrom: resume ? firstEpoch - 1 : nil)
@@ -284,16 +257,8 @@ package final class DetectorTrainingSession: @unchecked Sendable {
                     scalars: Array(UnsafeBufferPointer(start: buffers[batch % 2], count: batchScalars)))
                 let faces = batchFaces.get(slot: batch % 2)
                 if batch + 1 < batchCount { prepare(batch + 1) }
-                let heads = network.forwardOutputs(images, mode: .training)
-                let result = loss.evaluate(heads: heads, faces: faces)
-                guard result.total.isFinite else {
-                    throw .diverged(epoch: epoch, batch: batch + 1, loss: Float(result.total))
-                }
-                network.zeroGradients()
-                network.backward(outputGradients: result.gradients)
-                let rate = schedule.learningRate(base: Float(configuration.learningRate), step: step)
-                optimizer.update(&network, learningRate: rate)
-                step += 1
+                let (result, rate) = try trainingStep(
+                    &state, images: images, faces: faces, schedule: schedule, epoch: epoch, batch: batch)
                 learningRate = Double(rate)
                 sums.total += result.total
                 sums.score += result.score
@@ -312,12 +277,70 @@ package final class DetectorTrainingSession: @unchecked Sendable {
                 epoch: epoch, loss: sums.total / batches, scoreLoss: sums.score / batches, boxLoss: sums.box / batches,
                 landmarkLoss: sums.landmarks / batches, learningRate: learningRate, seconds: trainingSeconds,
                 imagesPerSecond: Double(seen) / max(trainingSeconds, 1e-9),
-                heldOutAveragePrecision: measure ? heldOutAveragePrecision(network) : nil)
-            history.append(record)
-            try writeCheckpoint(network: network, optimizer: optimizer, step: step, epoch: epoch, history: history)
+                heldOutAveragePrecision: measure ? heldOutAveragePrecision(state.network) : nil)
+            state.history.append(record)
+            try writeCheckpoint(
+                network: state.network, optimizer: state.optimizer, step: state.step, epoch: epoch,
+                history: state.history)
             observer?.epochFinished(record)
         }
-        return (network.trainedModel, history)
+        return (state.network.trainedModel, state.history)
+    }
+
+    /// Where a run stands: its network and optimizer, steps taken and epochs recorded.
+    private struct RunState {
+        var network: Network
+        var optimizer: SGD
+        var step = 0
+        var history: [DetectorEpochRecord] = []
+    }
+
+    /// A new network (its score biases at the prior) and optimizer, or the checkpoint's.
+    private func start(resume: Bool, batchCount: Int) throws(FitError) -> RunState {
+        var network: Network
+        do { network = try Network(definition: definition, seed: configuration.seed) } catch {
+            throw .engine("\(error)")
+        }
+        // Every cell starts out scoring about 0.01, not 0.5: thousands of background cells at 0.5
+        // would swamp the few faces' loss in the first steps (RetinaNet's prior).
+        let headBiases = Set(definition.outputLayers.map { "\(definition.layerNames[$0]).bias" })
+        network.updateParameters { key, parameter in
+            guard headBiases.contains(key) else { return }
+            parameter.value.scalars[DetectionHeads.scoreChannel] = Float(-log((1 - 0.01) / 0.01))
+        }
+        let optimizer = SGD(momentum: Float(configuration.momentum), weightDecay: Float(configuration.weightDecay))
+        var state = RunState(network: network, optimizer: optimizer)
+        guard resume else { return state }
+        let (checkpoint, trainer) = try Checkpoint.readForResume(
+            at: checkpointURL, key: key, epochs: configuration.epochs, batchesPerEpoch: batchCount,
+            recordCount: { $0.detectorHistory?.count ?? 0 })
+        do {
+            try checkpoint.restore(
+                &state.network, definition: definition, optimizer: &state.optimizer, trainer: trainer)
+        } catch {
+            let reason = if case TrainingError.stateMismatch(let reason) = error { reason } else { "\(error)" }
+            throw .checkpointUnreadable(path: checkpointURL.path, reason: reason)
+        }
+        state.step = trainer.step
+        state.history = checkpoint.header.detectorHistory ?? []
+        return state
+    }
+
+    /// One optimizer step on a batch: forward, the detection loss, backward, update; the loss and
+    /// the learning rate used.
+    private func trainingStep(
+        _ state: inout RunState, images: Tensor, faces: [[LabelledFace]], schedule: LearningRateSchedule, epoch: Int,
+        batch: Int
+    ) throws(FitError) -> (DetectionLoss.Result, Float) {
+        let heads = state.network.forwardOutputs(images, mode: .training)
+        let result = loss.evaluate(heads: heads, faces: faces)
+        guard result.total.isFinite else { throw .diverged(epoch: epoch, batch: batch + 1, loss: Float(result.total)) }
+        state.network.zeroGradients()
+        state.network.backward(outputGradients: result.gradients)
+        let rate = schedule.learningRate(base: Float(configuration.learningRate), step: state.step)
+        state.optimizer.update(&state.network, learningRate: rate)
+        state.step += 1
+        return (result, rate)
     }
 
     /// Average precision at IoU 0.5 on the held-out photos, by the scorer's categories.
