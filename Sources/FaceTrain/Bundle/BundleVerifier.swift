@@ -325,22 +325,3 @@ public enum BundleVerifier {
         return folded.contains("manifest") && folded.contains("sha256")
     }
 }
-
-/// SHA256SUMS in the format `sha256sum -c` reads: "<64 hex>  <name>" per line, sorted by name.
-public enum ChecksumList {
-    /// The file's text for `entries` (path, hex).
-    public static func render(_ entries: [(path: String, sha256: String)]) -> String {
-        entries.sorted { $0.path < $1.path }.map { "\($0.sha256)  \($0.path)\n" }.joined()
-    }
-
-    /// Parses one line; accepts the binary-mode marker '*' that `sha256sum -b` writes.
-    public static func parse(line: String) -> (path: String, sha256: String)? {
-        let characters = Array(line)
-        guard characters.count > 66 else { return nil }
-        let hash = String(characters[0..<64])
-        guard SHA256.isHexDigest(hash), characters[64] == " ", characters[65] == " " || characters[65] == "*" else {
-            return nil
-        }
-        return (String(characters[66...]), hash)
-    }
-}

@@ -122,12 +122,10 @@ package struct DetectorModel: Sendable {
         try FileSystem.createDirectory(staging)
         let manifestData = try JSONText.data(manifest) + Data("\n".utf8)
         let weights = try WeightsFile.encode(model, fileName: "weights.h5")
-        var sums = ""
-        for (name, data) in zip(files, [manifestData, weights]) {
-            try FileSystem.writeNewFile(data, to: staging.appendingPathComponent(name))
-            sums += "\(SHA256.hash(data))  \(name)\n"
-        }
-        try FileSystem.writeNewFile(Data(sums.utf8), to: staging.appendingPathComponent("SHA256SUMS"))
+        let written = Array(zip(files, [manifestData, weights]))
+        for (name, data) in written { try FileSystem.writeNewFile(data, to: staging.appendingPathComponent(name)) }
+        try FileSystem.writeNewFile(
+            Data(ChecksumList.render(files: written).utf8), to: staging.appendingPathComponent(ChecksumList.fileName))
         try FileSystem.sync(staging)
         try FileSystem.renameNoReplace(staging, to: folder)
     }
@@ -146,20 +144,13 @@ package struct DetectorModel: Sendable {
 
     /// Loads and verifies a detector from its files' bytes.
     package static func load(contents: [String: Data], source: String) throws(DetectorModelError) -> DetectorModel {
-        guard let sumsData = contents["SHA256SUMS"] else { throw .missingFile(detector: source, file: "SHA256SUMS") }
-        var expected: [String: String] = [:]
-        for line in String(decoding: sumsData, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
-            if parts.count == 2 { expected[String(parts[1])] = String(parts[0]) }
-        }
-        for name in files {
-            guard let data = contents[name] else { throw .missingFile(detector: source, file: name) }
-            guard let sum = expected[name] else {
-                throw .damaged(detector: source, file: "SHA256SUMS", reason: "\(name) is not listed")
-            }
-            guard SHA256.hash(data) == sum else {
-                throw .damaged(detector: source, file: name, reason: "its SHA-256 does not match SHA256SUMS")
-            }
+        switch ChecksumList.problem(of: files, in: contents) {
+        case .missing(let file): throw .missingFile(detector: source, file: file)
+        case .notListed(let file):
+            throw .damaged(detector: source, file: ChecksumList.fileName, reason: "\(file) is not listed")
+        case .mismatch(let file):
+            throw .damaged(detector: source, file: file, reason: "its SHA-256 does not match SHA256SUMS")
+        case nil: break
         }
         let manifest: Manifest
         do { manifest = try JSONDecoder().decode(Manifest.self, from: contents["manifest.json"]!) } catch {

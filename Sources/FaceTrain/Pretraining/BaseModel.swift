@@ -78,14 +78,12 @@ public struct BaseModel: Sendable {
         let manifestData = try JSONText.data(manifest) + Data("\n".utf8)
         let weights = try WeightsFile.encode(extractor, fileName: "weights.h5")
         let bank = try encodeBank(bankEmbeddings, identities: bankIdentities)
-        var sums = ""
         // report.html (the ROC and pretraining curves) is for people; loading never reads it.
         let report = Data(BaseReport.html(manifest).utf8)
-        for (name, data) in zip(files + ["report.html"], [manifestData, weights, bank, report]) {
-            try FileSystem.writeNewFile(data, to: staging.appendingPathComponent(name))
-            sums += "\(SHA256.hash(data))  \(name)\n"
-        }
-        try FileSystem.writeNewFile(Data(sums.utf8), to: staging.appendingPathComponent("SHA256SUMS"))
+        let written = Array(zip(files + ["report.html"], [manifestData, weights, bank, report]))
+        for (name, data) in written { try FileSystem.writeNewFile(data, to: staging.appendingPathComponent(name)) }
+        try FileSystem.writeNewFile(
+            Data(ChecksumList.render(files: written).utf8), to: staging.appendingPathComponent(ChecksumList.fileName))
         try FileSystem.sync(staging)
         try FileSystem.renameNoReplace(staging, to: folder)
     }
@@ -104,20 +102,13 @@ public struct BaseModel: Sendable {
 
     /// Loads and verifies a base model from its files' bytes (the builtin one is compiled in).
     public static func load(contents: [String: Data], source: String) throws(BaseModelError) -> BaseModel {
-        guard let sumsData = contents["SHA256SUMS"] else { throw .missingFile(base: source, file: "SHA256SUMS") }
-        var expected: [String: String] = [:]
-        for line in String(decoding: sumsData, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
-            if parts.count == 2 { expected[String(parts[1])] = String(parts[0]) }
-        }
-        for name in files {
-            guard let data = contents[name] else { throw .missingFile(base: source, file: name) }
-            guard let sum = expected[name] else {
-                throw .damaged(base: source, file: "SHA256SUMS", reason: "\(name) is not listed")
-            }
-            guard SHA256.hash(data) == sum else {
-                throw .damaged(base: source, file: name, reason: "its SHA-256 does not match SHA256SUMS")
-            }
+        switch ChecksumList.problem(of: files, in: contents) {
+        case .missing(let file): throw .missingFile(base: source, file: file)
+        case .notListed(let file):
+            throw .damaged(base: source, file: ChecksumList.fileName, reason: "\(file) is not listed")
+        case .mismatch(let file):
+            throw .damaged(base: source, file: file, reason: "its SHA-256 does not match SHA256SUMS")
+        case nil: break
         }
         let manifestData = contents["manifest.json"]!
         let manifest: Manifest
