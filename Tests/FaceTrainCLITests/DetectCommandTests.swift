@@ -77,6 +77,28 @@ struct DetectCommandTests {
         #expect(result.standardOutput.contains(photo.path))
     }
 
+    /// A grey photo is detected like a colour one (its size stated); a 1x1 image is refused by name
+    /// with the smallest size detect reads, and the other photos are still detected.
+    @Test func detectReadsGreyPhotosAndRefusesTinyOnes() throws {
+        func pgm(width: Int, height: Int, name: String) throws -> URL {
+            let url = Self.fixture.folder.appendingPathComponent(name)
+            let pixels = (0..<(width * height)).map { UInt8(($0 * 7) % 256) }
+            try (Data("P5\n\(width) \(height)\n255\n".utf8) + Data(pixels)).write(to: url)
+            return url
+        }
+        let grey = try pgm(width: 200, height: 150, name: "grey.pgm")
+        let tiny = try pgm(width: 1, height: 1, name: "tiny.pgm")
+        let result = try CLIRunner.run([
+            "detect", "--detector", Self.fixture.detector.path, "--json", tiny.path, grey.path,
+        ])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("tiny.pgm") && result.standardError.contains("1 x 1"))
+        let line = try #require(result.standardOutput.split(separator: "\n").first)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["file"] as? String == grey.path)
+        #expect(object["width"] as? Int == 200 && object["height"] as? Int == 150)
+    }
+
     @Test func evalScoresASplitAndWritesPredictions() throws {
         let predictions = Self.fixture.folder.appendingPathComponent("predictions.jsonl")
         let result = try CLIRunner.run([
