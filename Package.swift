@@ -47,8 +47,8 @@ let package = Package(
             swiftSettings: optimisation
         ),
 
-        // Synthetic faces for the demo and the tests (needs only the engine's random numbers).
-        .target(name: "FaceTrainSynthesis", dependencies: ["FaceTrainEngine", "CTurboJPEG"]),
+        // Synthetic faces for the demo and the tests (the engine's random numbers, FaceTrain's JPEG writer).
+        .target(name: "FaceTrainSynthesis", dependencies: ["FaceTrainEngine", "FaceTrain"]),
 
         // `bench` and `architectures`: training speed and FLOP counts.
         .target(name: "FaceTrainBenchmark", dependencies: ["FaceTrain"]),

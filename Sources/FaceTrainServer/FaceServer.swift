@@ -98,6 +98,7 @@ public final class FaceServer: @unchecked Sendable {
         self.configuration = configuration
         store = try UserStore(root: configuration.data)
         store.maximumCropsPerUser = configuration.maximumCropsPerUser
+        store.faceCheck = configuration.fitJob.loadOptions.faceCheck
         store.pause = configuration.pause
         let repository = ModelRepository(directory: configuration.models)
         try repository.prepareForWriting()

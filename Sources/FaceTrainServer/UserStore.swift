@@ -32,6 +32,10 @@ public struct PhotoOutcome: Codable, Sendable, Equatable {
     /// The stored name (`<sha256>.<ext>`), for stored and duplicate files.
     public var name: String?
     public var reason: String?
+    /// Why the face check refused the file ("no_face", "second_face", ...), for rejected files.
+    public var refusal: String?
+    /// True when the file was a photo and what was stored is the aligned crop of its face.
+    public var cropped: Bool?
 }
 
 /// The data folder `fit` reads (`<id>/` crops, `users.json`), owned by the server while it runs.
@@ -46,6 +50,9 @@ public struct PhotoOutcome: Codable, Sendable, Equatable {
 public final class UserStore: @unchecked Sendable {
     public let root: URL
     public var maximumCropsPerUser = 200
+    /// The face check uploads of people and of class 2 pass (as `fit` checks them); nil stores
+    /// every decodable image.
+    package var faceCheck: FaceCheck?
     /// Called at named points between steps (tests kill the process there).
     var pause: @Sendable (String) -> Void = { _ in }
 
@@ -265,22 +272,55 @@ public final class UserStore: @unchecked Sendable {
 
     // MARK: Photos
 
-    /// Decodes and checks every file as `data check` would, then stores the good ones under their
-    /// content hash; duplicates and bad files are reported per file. Nothing is stored when a
+    /// One uploaded file decoded and, with a face check, checked: the bytes to store (the file's,
+    /// or the JPEG of its face's aligned crop when it is a photo) under their content hash, or why
+    /// it is rejected.
+    private struct CheckedFile {
+        var file: FormFile
+        var data: Data
+        var hash: String
+        var format: ImageFormat?
+        var reason: String?
+        var refusal: String?
+        var cropped = false
+    }
+
+    /// `check` gives the face check's verdict on the decoded image, or nil when there is none.
+    private func examine(_ file: FormFile, check: (Image) -> FaceCheckResult?) -> CheckedFile {
+        let image: Image
+        do { image = try ImageDecoder.decode(data: file.data, name: file.fileName) } catch {
+            // The decoder's message starts with the name and ends with a HINT line; keep the reason.
+            var reason = String(describing: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            if reason.hasPrefix(file.fileName + ": ") { reason.removeFirst(file.fileName.count + 2) }
+            return CheckedFile(file: file, data: file.data, hash: contentHash(file.data), format: nil, reason: reason)
+        }
+        var entry = CheckedFile(
+            file: file, data: file.data, hash: contentHash(file.data), format: ImageFormat(signature: file.data))
+        guard let result = check(image) else { return entry }
+        if let refusal = result.refusal {
+            entry.reason = "refused by the face check: \(refusal.description); \(refusal.hint)"
+            entry.refusal = refusal.kind
+        } else if let crop = result.alignedCrop {
+            let rgb = crop.converted(channels: 3)
+            do {
+                entry.data = try JPEGWriter.encode(rgb: rgb.pixels, width: rgb.width, height: rgb.height, quality: 95)
+                (entry.hash, entry.format, entry.cropped) = (contentHash(entry.data), .jpeg, true)
+            } catch {
+                entry.reason = "its face's crop could not be encoded (\(error))"
+            }
+        }
+        return entry
+    }
+
+    /// Decodes and checks every file as `data check` would (a photo becomes its face's aligned crop),
+    /// then stores the good ones under their content hash; duplicates and bad files are reported per file. Nothing is stored when a
     /// request-wide limit is broken.
     public func addPhotos(_ id: Int, files: [FormFile]) throws -> [PhotoOutcome] {
-        // Decoding is the slow part and needs no lock.
-        let checked: [(file: FormFile, hash: String, format: ImageFormat?, reason: String?)] = files.map { file in
-            let hash = contentHash(file.data)
-            do {
-                _ = try ImageDecoder.decode(data: file.data, name: file.fileName)
-                return (file, hash, ImageFormat(signature: file.data), nil)
-            } catch {
-                // The decoder's message starts with the name and ends with a HINT line; keep the reason.
-                var reason = String(describing: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-                if reason.hasPrefix(file.fileName + ": ") { reason.removeFirst(file.fileName.count + 2) }
-                return (file, hash, nil, reason)
-            }
+        // Decoding and the face check are the slow part and need no lock. The check's network
+        // buffers are this request's own copy.
+        var check = ClassLabel(id: id) == .notAFace ? nil : faceCheck
+        let checked = files.map { file in
+            examine(file) { image in check.map { _ in check!.examine(image) } }
         }
         return try locked {
             guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
@@ -290,7 +330,9 @@ public final class UserStore: @unchecked Sendable {
             for entry in checked {
                 let name = entry.format.map { "\(entry.hash).\(Self.fileExtension($0))" }
                 if let reason = entry.reason {
-                    outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "rejected", reason: reason))
+                    outcomes.append(
+                        PhotoOutcome(
+                            file: entry.file.fileName, result: "rejected", reason: reason, refusal: entry.refusal))
                 } else if let owner = owners[entry.hash], owner != id {
                     let whom =
                         switch ClassLabel(id: owner) {
@@ -303,11 +345,17 @@ public final class UserStore: @unchecked Sendable {
                             file: entry.file.fileName, result: "rejected",
                             reason: "the same image is already a crop of \(whom); one image cannot show two classes"))
                 } else if owners[entry.hash] == id || seen.contains(entry.hash) {
-                    outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "duplicate", name: name))
+                    outcomes.append(
+                        PhotoOutcome(
+                            file: entry.file.fileName, result: "duplicate", name: name,
+                            cropped: entry.cropped ? true : nil))
                 } else {
                     seen.insert(entry.hash)
-                    toStore.append((outcomes.count, name!, entry.file.data, entry.hash))
-                    outcomes.append(PhotoOutcome(file: entry.file.fileName, result: "stored", name: name))
+                    toStore.append((outcomes.count, name!, entry.data, entry.hash))
+                    outcomes.append(
+                        PhotoOutcome(
+                            file: entry.file.fileName, result: "stored", name: name,
+                            cropped: entry.cropped ? true : nil))
                 }
             }
             let existing = crops[id] ?? 0

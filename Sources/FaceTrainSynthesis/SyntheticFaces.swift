@@ -1,3 +1,4 @@
+import FaceTrain
 import Foundation
 
 /// One made-up enrolled person, as written to `users.json`.

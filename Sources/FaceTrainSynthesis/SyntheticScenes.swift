@@ -1,3 +1,4 @@
+import FaceTrain
 import Foundation
 
 // Synthetic photos for the face detector: drawn people on a photo-like background, each face with its exact

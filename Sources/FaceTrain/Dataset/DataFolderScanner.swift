@@ -17,9 +17,11 @@ struct DataFolderScanner {
     static let imageExtensions = ImageDecoder.fileExtensions
 
     private enum FileOutcome {
-        case sample(FaceSample)
+        /// `cutFromPhoto`: the face check found a photo and the sample is its face's aligned crop.
+        case sample(FaceSample, cutFromPhoto: Bool)
         case notAnImage
         case unreadable(String)
+        case refused(CropRefusal)
     }
 
     func scan() -> Result {
@@ -98,15 +100,37 @@ struct DataFolderScanner {
             }
         }
 
-        // Decode everything at once, on all cores.
-        let outcomes = Parallel.map(candidates.count) { index in
-            decode(candidates[index].url, label: candidates[index].label)
+        // Decode (and check) everything at once, on all cores.
+        let outcomes: [FileOutcome]
+        if let faceCheck = options.faceCheck, !options.forEvaluation {
+            outcomes = faceCheck.map(candidates.count) { check, index in
+                decode(candidates[index].url, label: candidates[index].label) { check.examine($0) }
+            }
+        } else {
+            outcomes = Parallel.map(candidates.count) { index in
+                decode(candidates[index].url, label: candidates[index].label) { _ in nil }
+            }
         }
         var samples: [FaceSample] = []
         for (candidate, outcome) in zip(candidates, outcomes) {
             switch outcome {
-            case .sample(let sample):
+            case .sample(let sample, let cutFromPhoto):
                 samples.append(sample)
+                if cutFromPhoto {
+                    warnings.append(
+                        DataWarning(
+                            kind: "cut_from_photo", path: sample.path,
+                            message: "a photo, not a crop: its face was found, aligned and cut out"))
+                }
+            case .refused(let refusal) where options.skipBad:
+                warnings.append(
+                    DataWarning(
+                        kind: "skipped_image", path: candidate.url.path,
+                        message: "skipped: refused by the face check: \(refusal.description)"))
+            case .refused(let refusal):
+                problems.append(
+                    .refusedFace(
+                        path: candidate.url.path, kind: refusal.kind, reason: refusal.description, hint: refusal.hint))
             case .notAnImage where !Self.imageExtensions.contains(candidate.url.pathExtension.lowercased()):
                 warnings.append(
                     DataWarning(kind: "not_an_image", path: candidate.url.path, message: "not an image file; ignored"))
@@ -266,7 +290,10 @@ struct DataFolderScanner {
         }
     }
 
-    private func decode(_ url: URL, label: Int) -> FileOutcome {
+    /// Reads, decodes and resizes one image; with a face check, an image of a person or of class 2
+    /// is checked first (class 1, not a face, never is): `examine` gives the check's verdict, or
+    /// nil when the folder is read unchecked.
+    private func decode(_ url: URL, label: Int, examine: (Image) -> FaceCheckResult?) -> FileOutcome {
         let data: Data
         do throws(ImageError) { data = try ImageDecoder.readFile(url) } catch {
             guard case .unreadable(_, let reason) = error else { return .unreadable(error.description) }
@@ -274,12 +301,19 @@ struct DataFolderScanner {
         }
         do {
             let image = try ImageDecoder.decode(data: data, name: url.path)
-            let resized = image.converted(channels: options.channels).resized(
+            var face = image
+            var cutFromPhoto = false
+            if ClassLabel(id: label) != .notAFace, let result = examine(image) {
+                if let refusal = result.refusal { return .refused(refusal) }
+                if let crop = result.alignedCrop { (face, cutFromPhoto) = (crop, true) }
+            }
+            let resized = face.converted(channels: options.channels).resized(
                 width: options.inputWidth, height: options.inputHeight)
             return .sample(
                 FaceSample(
                     path: url.path, label: label, contentHash: contentHash(data), image: resized,
-                    originalWidth: image.width, originalHeight: image.height))
+                    originalWidth: image.width, originalHeight: image.height),
+                cutFromPhoto: cutFromPhoto)
         } catch {
             if case .notAnImage = error { return .notAnImage }
             let text = error.description

@@ -16,6 +16,8 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
     case noUsers(path: String)
     case notAFolder(path: String)
     case unreadableFolder(path: String, reason: String)
+    /// The face check refused the image; `kind` names the reason ("no_face", ...).
+    case refusedFace(path: String, kind: String, reason: String, hint: String)
 
     /// Machine-readable kind, the key of `--json` reports.
     public var kind: String {
@@ -33,6 +35,7 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .noUsers: "no_users"
         case .notAFolder: "not_a_folder"
         case .unreadableFolder: "unreadable_folder"
+        case .refusedFace(_, let kind, _, _): kind
         }
     }
 
@@ -41,7 +44,8 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .missingFolder(let path), .unreadableImage(let path, _), .folderNotAnId(let path), .emptyUser(let path),
             .noUsers(let path), .unreadableFolder(let path, _), .notAFolder(let path),
-            .tooFewImages(let path, _, _), .missingNegativeClass(_, let path), .invalidMetadata(let path, _):
+            .tooFewImages(let path, _, _), .missingNegativeClass(_, let path), .invalidMetadata(let path, _),
+            .refusedFace(let path, _, _, _):
             path
         case .duplicateAcrossUsers(let paths): paths.first ?? ""
         case .reservedIdInMetadata(let source, _): source
@@ -91,6 +95,9 @@ public enum DataProblem: Error, Sendable, Equatable, CustomStringConvertible {
         case .notAFolder(let path):
             "\(path): is a file, not a folder. "
                 + "HINT: pass the folder that holds one sub-folder per user id (users/<id>/*.jpg)."
+        case .refusedFace(let path, _, let reason, let hint):
+            "\(path): refused by the face check: \(reason). HINT: \(hint); or pass --skip-bad to train without "
+                + "it, or --face-check off if the check is wrong about it."
         case .noUsers(let path):
             "\(path): no user folders. "
                 + "HINT: add one folder of face crops per registered person, named by the person's id (3 or more)."

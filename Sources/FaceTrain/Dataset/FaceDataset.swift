@@ -13,6 +13,9 @@ public struct DataLoadOptions: Sendable {
     /// Scoring a model: classes 1 and 2 may be missing, and folders whose name is not an id are
     /// read as people the model does not know (they get negative labels, never a model class).
     public var forEvaluation = false
+    /// The face check that every image of a person or of class 2 passes (FaceCheck); nil reads
+    /// images unchecked. `eval` never checks: it scores every file it is given.
+    package var faceCheck: FaceCheck?
 
     public init(
         inputWidth: Int = 64, inputHeight: Int = 64, channels: Int = 3, minimumImages: Int = 5, skipBad: Bool = false

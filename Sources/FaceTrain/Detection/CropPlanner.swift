@@ -18,6 +18,10 @@ package enum CropRefusal: Sendable, Equatable {
     case degenerateLandmarks
     /// This share of the aligned crop would come from outside the photo.
     case mostlyOutside(fraction: Double)
+    /// The inner face's mean grey level (0-255) is below the face check's minimum.
+    case tooDark(brightness: Double)
+    /// The inner face's sharpness (FaceCheckMeasures.sharpness) is below the face check's minimum.
+    case tooBlurry(sharpness: Double)
 
     /// The reason's short name, for summaries and JSON.
     package var name: String {
@@ -27,6 +31,8 @@ package enum CropRefusal: Sendable, Equatable {
         case .tooSmall: "too small"
         case .degenerateLandmarks: "degenerate landmarks"
         case .mostlyOutside: "mostly outside"
+        case .tooDark: "too dark"
+        case .tooBlurry: "too blurry"
         }
     }
 
@@ -37,10 +43,40 @@ package enum CropRefusal: Sendable, Equatable {
         case .tooSmall(let height): "too small (face \(Self.format(height)) px high)"
         case .degenerateLandmarks: "degenerate landmarks (all 5 at one point)"
         case .mostlyOutside(let fraction): "mostly outside (\(Self.format(fraction * 100)) % of the crop off the photo)"
+        case .tooDark(let brightness): "too dark (inner face mean grey \(Self.format(brightness)) of 255)"
+        case .tooBlurry(let sharpness): "too blurry (sharpness \(String(format: "%.3f", sharpness)))"
         }
     }
 
     private static func format(_ value: Double) -> String { String(Int(value.rounded())) }
+}
+
+extension CropRefusal {
+    /// Machine-readable name, for `--json`, data reports and the server's per-file results.
+    package var kind: String {
+        switch self {
+        case .noFace: "no_face"
+        case .secondFace: "second_face"
+        case .tooSmall: "face_too_small"
+        case .degenerateLandmarks: "degenerate_landmarks"
+        case .mostlyOutside: "face_mostly_outside"
+        case .tooDark: "face_too_dark"
+        case .tooBlurry: "face_too_blurry"
+        }
+    }
+
+    /// What to do about it.
+    package var hint: String {
+        switch self {
+        case .noFace, .degenerateLandmarks:
+            "use a photo or crop that shows the person's face; images that are not faces belong in class 1"
+        case .secondFace: "crop the photo to the one person (`facetrain crop --all` cuts every face)"
+        case .tooSmall: "use a larger photo or a closer crop"
+        case .mostlyOutside: "use a photo in which the whole face is inside the frame"
+        case .tooDark: "use a photo taken in better light"
+        case .tooBlurry: "use a sharper photo (in focus, not shaken, not enlarged from a small one)"
+        }
+    }
 }
 
 /// A face to cut: the detection and the photo-to-crop similarity.
@@ -84,10 +120,7 @@ package struct CropPlanner: Sendable {
 
     /// The plan for a photo `photoWidth` x `photoHeight` with these detections (in its pixels).
     package func plan(_ detections: [Detection], photoWidth: Int, photoHeight: Int) -> CropPlan {
-        // Largest first; ties by score so the order does not depend on the detector's.
-        let faces = detections.filter { $0.score >= threshold }.sorted {
-            $0.box.area != $1.box.area ? $0.box.area > $1.box.area : $0.score > $1.score
-        }
+        let faces = clearFaces(detections)
         guard let largest = faces.first else { return CropPlan(crops: [], refusals: [.noFace]) }
         if !everyFace {
             if faces.count > 1, largest.box.area > 0 {
@@ -99,6 +132,14 @@ package struct CropPlanner: Sendable {
             return gather([largest], photoWidth: photoWidth, photoHeight: photoHeight)
         }
         return gather(faces, photoWidth: photoWidth, photoHeight: photoHeight)
+    }
+
+    /// The detections scoring at least the threshold, largest first; ties by score so the order
+    /// does not depend on the detector's.
+    package func clearFaces(_ detections: [Detection]) -> [Detection] {
+        detections.filter { $0.score >= threshold }.sorted {
+            $0.box.area != $1.box.area ? $0.box.area > $1.box.area : $0.score > $1.score
+        }
     }
 
     private func gather(_ faces: [Detection], photoWidth: Int, photoHeight: Int) -> CropPlan {

@@ -20,7 +20,30 @@ package struct DetectorTrainingConfiguration: Codable, Sendable, Equatable {
     package var holdOut = 0.1
     /// Measure the held-out photos every this many epochs (and after the last).
     package var measureEvery = 10
+    /// Weight of the landmarks' smooth-L1 term in the loss (DetectionLoss).
+    package var landmarkWeight = 0.1
     package init() {}
+
+    private enum CodingKeys: String, CodingKey {
+        case epochs, batchSize, learningRate, momentum, weightDecay, warmupEpochs, seed, augmentation, holdOut
+        case measureEvery, landmarkWeight
+    }
+
+    /// Recipes written before a field existed read as the value they were trained with.
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        epochs = try container.decode(Int.self, forKey: .epochs)
+        batchSize = try container.decode(Int.self, forKey: .batchSize)
+        learningRate = try container.decode(Double.self, forKey: .learningRate)
+        momentum = try container.decode(Double.self, forKey: .momentum)
+        weightDecay = try container.decode(Double.self, forKey: .weightDecay)
+        warmupEpochs = try container.decode(Int.self, forKey: .warmupEpochs)
+        seed = try container.decode(UInt64.self, forKey: .seed)
+        augmentation = try container.decode(DetectionAugmentation.self, forKey: .augmentation)
+        holdOut = try container.decode(Double.self, forKey: .holdOut)
+        measureEvery = try container.decode(Int.self, forKey: .measureEvery)
+        landmarkWeight = try container.decodeIfPresent(Double.self, forKey: .landmarkWeight) ?? 0.1
+    }
 
     /// Checks every option against its range, naming the option that is out of it.
     package func validate() throws(ConfigurationError) {
@@ -36,6 +59,7 @@ package struct DetectorTrainingConfiguration: Codable, Sendable, Equatable {
         try check(weightDecay >= 0 && weightDecay < 1, "weight-decay", "in [0, 1)", weightDecay)
         try check((0..<0.9).contains(holdOut), "hold-out", "in [0, 0.9)", holdOut)
         try check(measureEvery >= 1, "measure-every", "at least 1", measureEvery)
+        try check((0...100).contains(landmarkWeight), "landmark-weight", "0...100", landmarkWeight)
         let size = augmentation.outputSize
         try check((64...1024).contains(size) && size % 32 == 0, "input-size", "a multiple of 32 in 64...1024", size)
     }
@@ -79,7 +103,7 @@ package final class DetectorTrainingSession: @unchecked Sendable {
     let key: String
     package let checkpointURL: URL
     private lazy var checkpointLock = CheckpointLock(checkpointURL: checkpointURL)
-    let loss = DetectionLoss()
+    let loss: DetectionLoss
 
     /// Decodes every photo of `split` once (they stay in memory: 1,905 photos of 640 px are 1.7 GB).
     package init(
@@ -90,6 +114,7 @@ package final class DetectorTrainingSession: @unchecked Sendable {
         self.set = set
         self.configuration = configuration
         self.definition = definition
+        loss = DetectionLoss(landmarkWeight: configuration.landmarkWeight)
         let photos = try set.photos(inSplit: split)
         // A seeded share of the photos, drawn by file name so the draw does not depend on order.
         var heldOut: [DetectionPhoto] = []

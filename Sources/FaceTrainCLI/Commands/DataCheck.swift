@@ -10,7 +10,8 @@ struct DataCheck: Command {
             .required(
                 "data", "dir", "Folder with one sub-folder of crops per user id (1 = not a face, 2 = unknown person)."),
             DataOptions.minimumImages(),
-            .flag("skip-bad", "Report unreadable images as warnings instead of problems."),
+            .flag("skip-bad", "Report unreadable and refused images as warnings instead of problems."),
+            DataOptions.faceCheck,
             .flag("json", "Print the report as JSON."),
         ]
     }

@@ -25,6 +25,9 @@ struct DetectorTrain: Command {
                 "hold-out", "share", "Share of the split's photos kept out of training to measure average precision.",
                 default: "0.1"),
             .option(
+                "landmark-weight", "w", "Weight of the landmarks' term in the loss (box term 2, score term 1).",
+                default: String(DetectorTrainingConfiguration().landmarkWeight)),
+            .option(
                 "measure-every", "n", "Measure the held-out photos every n epochs (and after the last).", default: "10"),
             TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
             .option("name", "text", "Name recorded in the detector manifest.", default: "facetrain-detector"),
@@ -55,6 +58,7 @@ struct DetectorTrain: Command {
         configuration.learningRate = try arguments.required("learning-rate")
         configuration.holdOut = try arguments.required("hold-out")
         configuration.measureEvery = try arguments.required("measure-every")
+        configuration.landmarkWeight = try arguments.required("landmark-weight")
         configuration.seed = try arguments.required("seed")
         try requireValid { () throws(ConfigurationError) in try configuration.validate() }
         self.configuration = configuration

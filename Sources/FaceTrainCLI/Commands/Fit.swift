@@ -40,6 +40,7 @@ struct Fit: Command {
                     + "network at a lower learning rate (all; --epochs 20 and --learning-rate 0.001 unless given).",
                 default: "head"),
             DataOptions.skipBad,
+            DataOptions.faceCheck,
             TrainingOptions.resume,
             TrainingOptions.jsonEvents,
         ]

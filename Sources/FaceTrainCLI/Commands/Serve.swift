@@ -26,6 +26,7 @@ struct Serve: Command {
             .option("max-crops", "n", "Crops one user may have.", default: "200"),
             .option("max-file-mb", "n", "Largest uploaded file, in MB.", default: "8"),
             DataOptions.minimumImages("Fewest crops a user may have for a training to run."),
+            DataOptions.faceCheck,
         ] + GateOptions.specs(server: true) + [
             .option(
                 "base-url", "url", "Prefix of the model URL in latest.json (default: served here, /v1/models/...)."),
