@@ -24,10 +24,12 @@ BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20 --greyscale 0.1 --min-area 0.5 --centre-crop 0.9
 # The recipe of the builtin detector (its manifest records it too).
-DETECTOR_ARGS := --epochs 120 --input-size 320 --batch-size 32 --learning-rate 0.02 --hold-out 0.1 \
-                 --measure-every 10 --seed 1 --name facetrain-detector --version 1
+# It trains on faces_in_photos plus DETECTOR_SCENES synthetic scenes (detector/training_set.sh).
+DETECTOR_SCENES := 250
+DETECTOR_ARGS := --epochs 140 --input-size 320 --batch-size 32 --learning-rate 0.02 --hold-out 0.1 \
+                 --landmark-weight 0.5 --measure-every 10 --seed 1 --name facetrain-detector --version 2
 
-.PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke detector bench bench-detect bench-enrollment bench-serve quality base lint format clean
+.PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke detector quality-face-check bench bench-detect bench-enrollment bench-serve quality base lint format clean
 
 all: build
 
@@ -104,7 +106,8 @@ base: release
 # long it takes) and compiles it in.
 detector: release
 	rm -rf $(DETECTOR).new
-	.build/release/facetrain detector train --data $(SHARED)/datasets/faces_in_photos --out $(DETECTOR).new $(DETECTOR_ARGS)
+	bash detector/training_set.sh $(SHARED) .build/faces_in_photos+synthetic $(DETECTOR_SCENES)
+	.build/release/facetrain detector train --data .build/faces_in_photos+synthetic --out $(DETECTOR).new $(DETECTOR_ARGS)
 	rm -rf $(DETECTOR) && mv $(DETECTOR).new $(DETECTOR)
 	touch Sources/CDetectorModel/detector_model.S
 	$(SWIFT) build -c release
@@ -124,6 +127,10 @@ bench-detect: release
 
 quality: release
 	bash datasets/quality.sh
+
+# How often the face check refuses real face crops (orl, cs131, celeba protocols, demo users) and takes non-faces for faces.
+quality-face-check: release
+	bash Tests/Scripts/face_check_rates.sh
 
 # facetrain's benchmark per architecture (ARCHITECTURES, WIDTH), next to PyTorch's on the same network when torch is importable.
 bench: release

@@ -21,14 +21,10 @@ case " ${FIT_ARGS:-} " in
 esac
 python3 -c "import skimage, PIL, numpy" 2>/dev/null || python3 -m pip install -q scikit-image pillow numpy
 
+source datasets/protocols.sh
 mkdir -p "$OUT"
 for protocol in $PROTOCOLS; do
-  case $protocol in
-    orl) collection=$SHARED/datasets/orl_faces ;;
-    cs131) collection=$SHARED/datasets/cs131_celebrity_faces ;;
-    celeba) collection=$SHARED/datasets/celeba_identities/images ;;
-    *) echo "quality: unknown protocol $protocol" >&2; exit 1 ;;
-  esac
+  collection=$(protocol_collection "$SHARED" "$protocol")
   dir=$OUT/$protocol
   rm -rf "$dir"
   python3 "$SHARED/eval/make_protocol.py" "$collection" "$dir" --protocol "$protocol" > "$OUT/$protocol.protocol.log"

@@ -48,7 +48,8 @@ struct FaceTrainCommand {
             DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self,
             ListVersions.self,
             Publish.self, Rollback.self, Serve.self, Bench.self,
-            Architectures.self, BLAS.self, Detect.self, FaceCheckCommand.self, Crop.self, DetectorTrain.self, DetectorEval.self,
+            Architectures.self, BLAS.self, Detect.self, FaceCheckCommand.self, Crop.self, DetectorTrain.self,
+            DetectorEval.self,
         ]
             + TestHooks.commands
     }

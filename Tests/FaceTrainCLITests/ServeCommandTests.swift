@@ -369,6 +369,46 @@ struct ServeCommandTests {
         #expect(user?["crops"] as? Int == 1)
     }
 
+    /// With the face check on, an image without a face is rejected with the reason, and a photo
+    /// with one face is stored as its face's aligned crop, not as the photo.
+    @Test func theFaceCheckRejectsFacelessUploadsAndCropsPhotos() throws {
+        let (synth, data, models) = try Self.folders(users: 1, perUser: 6)
+        let scratch = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let server = try Server(data: data, models: models, extra: ["--face-check", "on"])
+        defer { server.kill() }
+        let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
+
+        let blank = scratch.appendingPathComponent("wall.jpg")
+        try JPEGWriter.encode(rgb: [UInt8](repeating: 150, count: 80 * 80 * 3), width: 80, height: 80, quality: 90)
+            .write(to: blank)
+        let refused = try server.upload(id, [blank])
+        #expect(refused.status == 422, "\(refused.object)")
+        let file = (refused.object["files"] as? [[String: Any]])?.first
+        #expect(file?["refusal"] as? String == "no_face", "\(refused.object)")
+        #expect((file?["reason"] as? String)?.contains("no face") == true)
+
+        // One drawn face, enlarged to 144 px, on a 480 x 360 grey photo: a photo, not a crop.
+        let face = try ImageDecoder.decode(contentsOf: try Self.crops(synth, user: 3)[0]).converted(channels: 3)
+            .resized(width: 144, height: 144)
+        var pixels = [UInt8](repeating: 110, count: 480 * 360 * 3)
+        for row in 0..<144 {
+            for column in 0..<(144 * 3) {
+                pixels[((row + 100) * 480 + 160) * 3 + column] = face.pixels[row * 432 + column]
+            }
+        }
+        let photo = scratch.appendingPathComponent("photo.jpg")
+        try JPEGWriter.encode(rgb: pixels, width: 480, height: 360, quality: 92).write(to: photo)
+        let stored = try server.upload(id, [photo])
+        #expect(stored.status == 201, "\(stored.object)")
+        let outcome = try #require((stored.object["files"] as? [[String: Any]])?.first)
+        #expect(outcome["cropped"] as? Bool == true, "\(outcome)")
+        let name = try #require(outcome["name"] as? String)
+        let crop = try ImageDecoder.decode(contentsOf: data.appendingPathComponent("\(id)/\(name)"))
+        #expect(crop.width == 128 && crop.height == 128)
+        #expect(Self.storedCrops(data, user: id) == [name])
+    }
+
     // MARK: Killed mid-write
 
     @Test(arguments: ["photo-stored", "user-id-reserved", "user-folder-moved"])

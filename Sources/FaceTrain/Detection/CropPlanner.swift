@@ -134,12 +134,21 @@ package struct CropPlanner: Sendable {
         return gather(faces, photoWidth: photoWidth, photoHeight: photoHeight)
     }
 
-    /// The detections scoring at least the threshold, largest first; ties by score so the order
-    /// does not depend on the detector's.
+    /// The distinct faces scoring at least the threshold, largest first (ties by score, so the
+    /// order does not depend on the detector's). A detection whose centre lies inside a larger
+    /// face's box is a second box on that face (NMS keeps boxes of different extent), not a face.
     package func clearFaces(_ detections: [Detection]) -> [Detection] {
-        detections.filter { $0.score >= threshold }.sorted {
+        let ordered = detections.filter { $0.score >= threshold }.sorted {
             $0.box.area != $1.box.area ? $0.box.area > $1.box.area : $0.score > $1.score
         }
+        var faces: [Detection] = []
+        for candidate in ordered
+        where !faces.contains(where: {
+            $0.box.containsStrictly(x: candidate.box.centreX, y: candidate.box.centreY)
+        }) {
+            faces.append(candidate)
+        }
+        return faces
     }
 
     private func gather(_ faces: [Detection], photoWidth: Int, photoHeight: Int) -> CropPlan {

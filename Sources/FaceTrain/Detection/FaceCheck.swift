@@ -48,7 +48,7 @@ package struct FaceCheckThresholds: Sendable, Equatable {
     package var cropShare: Double
 
     package static let standard = FaceCheckThresholds(
-        faceScore: 0.5, secondAreaRatio: 0.5, minimumFaceHeight: 24, minimumBrightness: 20, minimumSharpness: 0.01,
+        faceScore: 0.35, secondAreaRatio: 0.5, minimumFaceHeight: 24, minimumBrightness: 20, minimumSharpness: 0.05,
         cropShare: 0.4)
 }
 
@@ -89,7 +89,11 @@ package struct FaceCheck: Sendable {
     /// Measures `image` (any size, 1 or 3 channels) and decides. Which face counts and the
     /// face-count and size rules are CropPlanner's, the same as `facetrain crop`'s.
     package mutating func examine(_ image: Image) -> FaceCheckResult {
-        let detections = detectPadded(image)
+        decide(image, detections: detectPadded(image))
+    }
+
+    /// The verdict on `image` given its detections (in its pixels): the rules without the network.
+    package func decide(_ image: Image, detections: [Detection]) -> FaceCheckResult {
         var planner = CropPlanner(template: template, side: cropSide, threshold: thresholds.faceScore)
         planner.minimumFaceHeight = thresholds.minimumFaceHeight
         planner.comparableAreaRatio = thresholds.secondAreaRatio

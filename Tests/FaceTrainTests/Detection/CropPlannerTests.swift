@@ -58,6 +58,19 @@ struct CropPlannerTests {
         #expect(all.refusals.isEmpty)
     }
 
+    /// A smaller box centred on the same face (NMS keeps boxes of different extent) is that face
+    /// again: no second-face refusal, and `--all` cuts the face once.
+    @Test func aSecondBoxOnTheSameFaceIsNotASecondFace() throws {
+        let face = Self.face(x: 40, y: 40, scale: 2)
+        let inner = Self.face(x: 60, y: 60, scale: 1.6)  // area 0.64 of the face's, centre inside it
+        let plan = Self.planner.plan([inner, face], photoWidth: 300, photoHeight: 300)
+        #expect(plan.refusal == nil)
+        #expect(plan.crops.map(\.detection) == [face])
+        var every = Self.planner
+        every.everyFace = true
+        #expect(every.plan([inner, face], photoWidth: 300, photoHeight: 300).crops.map(\.detection) == [face])
+    }
+
     @Test func aFaceBelowTheMinimumHeightIsTooSmall() {
         // Box height 64 x 0.3 = 19.2 px.
         let plan = Self.planner.plan([Self.face(x: 10, y: 10, scale: 0.3)], photoWidth: 300, photoHeight: 300)
