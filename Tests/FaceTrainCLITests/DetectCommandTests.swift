@@ -77,6 +77,29 @@ struct DetectCommandTests {
         #expect(result.standardOutput.contains(photo.path))
     }
 
+    /// `face-check` on a folder: a faceless image refused as no_face, a file that is not an image
+    /// as unreadable, one JSON line each with the measures; exit 1; a missing path is a usage error.
+    @Test func faceCheckNamesEachRefusalWithItsReason() throws {
+        let folder = Self.fixture.folder.appendingPathComponent("face-check")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let wall = folder.appendingPathComponent("wall.pgm")
+        try (Data("P5\n64 64\n255\n".utf8) + Data(repeating: 140, count: 64 * 64)).write(to: wall)
+        try Data("not an image".utf8).write(to: folder.appendingPathComponent("notes.jpg"))
+        let result = try CLIRunner.run(["face-check", "--json", folder.path])
+        #expect(result.status == 1, "\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        #expect(lines.count == 2)
+        let byFile = Dictionary(uniqueKeysWithValues: lines.map { (($0["file"] as? String) ?? "", $0) })
+        let blank = try #require(byFile[wall.path])
+        #expect(blank["accepted"] as? Bool == false && blank["refusal"] as? String == "no_face")
+        #expect((blank["measures"] as? [String: Any])?["faces"] as? Int == 0)
+        #expect(byFile[folder.appendingPathComponent("notes.jpg").path]?["refusal"] as? String == "unreadable")
+        #expect(result.standardError.contains("0 of 2 images pass"))
+        #expect(try CLIRunner.run(["face-check", folder.appendingPathComponent("missing").path]).status == 64)
+    }
+
     /// A grey photo is detected like a colour one (its size stated); a 1x1 image is refused by name
     /// with the smallest size detect reads, and the other photos are still detected.
     @Test func detectReadsGreyPhotosAndRefusesTinyOnes() throws {
