@@ -199,9 +199,10 @@ package struct FaceCheck: Sendable {
     static func appearance(of face: Detection, in image: Image, template: AlignmentTemplate) -> (Double, Double) {
         let side = measureSide
         guard let transform = FaceAlignment.transform(landmarks: face.landmarks, template: template, side: side),
-            let crop = FaceAlignment.warp(image.converted(channels: 1), transform: transform, side: side)
+            let crop = FaceAlignment.warp(image, transform: transform, side: side)
         else { return (0, 0) }
-        let pixels = crop.image.pixels.map(Double.init)
+        // Grey after the cut: only the 48 x 48 crop is converted, never a whole photo.
+        let pixels = crop.image.converted(channels: 1).pixels.map(Double.init)
         // The inner face: from a little above the eyes to a little below the mouth, between the
         // outer eye corners; hair and background would otherwise set both measures.
         let points = template.points(side: side)

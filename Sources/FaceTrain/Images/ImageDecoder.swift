@@ -32,6 +32,24 @@ public enum ImageDecoder {
     /// File extensions (lower case) of the formats decoded here.
     package static let fileExtensions: Set<String> = ["jpg", "jpeg", "png", "pgm", "ppm", "pnm"]
 
+    /// The image files under `folder` (by extension), recursively, as paths relative to it, sorted;
+    /// hidden files and folders are skipped. Nil when the folder cannot be read.
+    package static func imageFiles(under folder: URL) -> [String]? {
+        guard let walker = FileManager.default.enumerator(atPath: folder.path) else { return nil }
+        var paths: [String] = []
+        while let relativePath = walker.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            guard !relativePath.split(separator: "/").contains(where: { $0.hasPrefix(".") }),
+                fileExtensions.contains((relativePath as NSString).pathExtension.lowercased()),
+                FileManager.default.fileExists(
+                    atPath: folder.appendingPathComponent(relativePath).path, isDirectory: &isDirectory),
+                !isDirectory.boolValue
+            else { continue }
+            paths.append(relativePath)
+        }
+        return paths.sorted()
+    }
+
     /// Size limits checked on the header, before decoding.
     public struct Limits: Sendable, Equatable {
         /// Largest accepted `width * height`.

@@ -191,21 +191,9 @@ struct Crop: Command {
 
     /// The photos under --in, relative to it and sorted; hidden files and folders are skipped.
     private func photoPaths() throws -> [String] {
-        guard let walker = FileManager.default.enumerator(atPath: input.path) else {
+        guard let paths = ImageDecoder.imageFiles(under: input) else {
             throw UsageError(message: "--in \(input.path) cannot be read.\nHINT: check its permissions.")
         }
-        var paths: [String] = []
-        while let relativePath = walker.nextObject() as? String {
-            let isHidden = relativePath.split(separator: "/").contains { $0.hasPrefix(".") }
-            var isDirectory: ObjCBool = false
-            guard !isHidden,
-                ImageDecoder.fileExtensions.contains((relativePath as NSString).pathExtension.lowercased()),
-                FileManager.default.fileExists(
-                    atPath: input.appendingPathComponent(relativePath).path, isDirectory: &isDirectory),
-                !isDirectory.boolValue
-            else { continue }
-            paths.append(relativePath)
-        }
-        return paths.sorted()
+        return paths
     }
 }

@@ -118,21 +118,10 @@ struct FaceCheckCommand: Command {
                 files.append(path)
                 continue
             }
-            guard let walker = FileManager.default.enumerator(atPath: path) else {
+            guard let found = ImageDecoder.imageFiles(under: URL(fileURLWithPath: path)) else {
                 throw UsageError(message: "\(path) cannot be read.\nHINT: check its permissions.")
             }
-            var found: [String] = []
-            while let relative = walker.nextObject() as? String {
-                let full = (path as NSString).appendingPathComponent(relative)
-                var entryIsDirectory: ObjCBool = false
-                guard !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }),
-                    ImageDecoder.fileExtensions.contains((relative as NSString).pathExtension.lowercased()),
-                    FileManager.default.fileExists(atPath: full, isDirectory: &entryIsDirectory),
-                    !entryIsDirectory.boolValue
-                else { continue }
-                found.append(full)
-            }
-            files += found.sorted()
+            files += found.map { (path as NSString).appendingPathComponent($0) }
         }
         return files
     }
