@@ -5,6 +5,8 @@
 # scratch), so the table shows what the base changes.
 # Every protocol is fitted with each seed of SEEDS: on ~25 crops a person the seed alone moves
 # user accuracy by several points, so one run says little about a change.
+# RECUT="crop options" re-cuts every protocol's face crops with `facetrain crop` first
+# (datasets/recut_protocol.sh): RECUT="--pad 0.25 --template celeba96 --size 96" aligns them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
@@ -28,6 +30,8 @@ for protocol in $PROTOCOLS; do
   dir=$OUT/$protocol
   rm -rf "$dir"
   python3 "$SHARED/eval/make_protocol.py" "$collection" "$dir" --protocol "$protocol" > "$OUT/$protocol.protocol.log"
+  # shellcheck disable=SC2086  # RECUT is a list of options
+  [ -z "${RECUT:-}" ] || BIN=$BIN bash datasets/recut_protocol.sh "$dir" $RECUT | tee -a "$OUT/$protocol.protocol.log"
   for base in $BASES; do for seed in $SEEDS; do
     run=$dir/$(basename "$base")-seed-$seed
     mkdir -p "$run"

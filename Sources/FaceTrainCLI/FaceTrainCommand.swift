@@ -45,7 +45,8 @@ extension Command {
 struct FaceTrainCommand {
     static var commands: [any Command.Type] {
         [
-            DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Export.self, Verify.self,
+            DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Recognize.self, Export.self,
+            Verify.self,
             ListVersions.self,
             Publish.self, Rollback.self, Serve.self, Bench.self,
             Architectures.self, BLAS.self, Detect.self, FaceCheckCommand.self, Crop.self, DetectorTrain.self,

@@ -65,6 +65,7 @@ struct AdminPage {
 
             """
         page += trainingSection
+        page += testPhotoSection
         page += usersSection
         page += versionsSection
         page += "</body></html>\n"
@@ -103,6 +104,91 @@ struct AdminPage {
         return text + "</table>\n"
     }
 
+    private var testPhotoSection: String {
+        guard publishedVersion != nil else {
+            return
+                "<h2>Test a photo</h2>\n<p class=\"muted\">Once a model is published, a photo can be tried here.</p>\n"
+        }
+        return """
+            <h2>Test a photo</h2>
+            <form method="post" action="/test-photo" enctype="multipart/form-data" id="test-photo">
+            <input type="file" name="photo" accept="image/jpeg,image/png" required>
+            <button type="submit">Who is this?</button></form>
+            <span class="muted">The published model on every face the detector finds, as the app would decide.</span>
+
+            """
+    }
+
+    /// One face of the test page: its colour on the drawn photo, the crop that was classified, the answer.
+    struct TestFaceRow {
+        var colour: String
+        var crop: String
+        var record: RecognizedFaceRecord
+    }
+
+    /// The answer to the admin page's "Test a photo": the photo with each face's box in its row's
+    /// colour (green: accepted as that person; orange: not accepted), then a row per face.
+    static func testPhotoPage(version: Int, drawn: String, faces: [TestFaceRow]) -> String {
+        var page = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: test a photo</title>
+            <style>\(style)</style></head><body>
+            <h1>Test a photo</h1>
+            <p class="muted">Version \(version) · <a href="/">back to the admin page</a></p>
+            <p><img id="drawn" src="\(drawn)" alt="the photo with its faces marked" style="max-width:100%"></p>
+
+            """
+        guard !faces.isEmpty else {
+            return page + "<p id=\"no-face\">No face was found in this photo.</p>\n</body></html>\n"
+        }
+        page +=
+            "<table id=\"faces\"><tr><th></th><th>face</th><th>who</th><th>probability</th><th>decision</th>"
+            + "<th>next best</th></tr>\n"
+        for face in faces {
+            let record = face.record
+            let who = record.name.isEmpty ? "class \(record.label)" : "\(record.name) (\(record.label))"
+            let decision =
+                record.accepted
+                ? "accepted" : record.decision == "2" ? "unknown person (below \(record.threshold))" : "not a face"
+            let next = record.top.dropFirst().first.map {
+                "\($0.name.isEmpty ? $0.label : $0.name) \(String(format: "%.3f", $0.probability))"
+            }
+            page +=
+                "<tr><td style=\"background:\(face.colour);width:8px\"></td>"
+                + "<td><img class=\"thumbnail\" src=\"\(face.crop)\" alt=\"the face that was classified\"></td>"
+                + "<td>\(HTMLText.escape(who))</td><td class=\"number\">\(String(format: "%.3f", record.probability))</td>"
+                + "<td>\(decision)</td><td>\(HTMLText.escape(next ?? ""))</td></tr>\n"
+        }
+        return page + "</table>\n</body></html>\n"
+    }
+
+    /// `GET /people/{id}`: one person's crops, each with its face score and a button that deletes it.
+    static func personPage(user: UserStore.Summary, crops: [(crop: UserStore.StoredCrop, thumbnail: String?)])
+        -> String
+    {
+        var page = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: \(HTMLText.escape(user.name))</title>
+            <style>\(style)</style></head><body>
+            <h1>\(HTMLText.escape(user.name)) <span class="muted">(\(user.id))</span></h1>
+            <p class="muted">\(HTMLText.escape(user.position ?? "")) · \(user.crops) crops · <a href="/">back to the admin page</a></p>
+
+            """
+        guard !crops.isEmpty else { return page + "<p class=\"muted\">No crops yet.</p>\n</body></html>\n" }
+        page += "<table id=\"crops\"><tr><th></th><th>SHA-256</th><th>bytes</th><th>stored</th><th></th></tr>\n"
+        for (crop, thumbnail) in crops {
+            let picture =
+                thumbnail.map { "<img class=\"thumbnail\" alt=\"\" src=\"\(HTMLText.escape($0))\">" }
+                ?? "<span class=\"muted\">unreadable</span>"
+            page +=
+                "<tr class=\"crop\" id=\"crop-\(crop.sha256)\"><td>\(picture)</td><td><code>\(crop.sha256.prefix(12))</code></td>"
+                + "<td class=\"number\">\(crop.bytes)</td><td>\(HTMLText.escape(crop.addedAt))</td>"
+                + "<td><form method=\"post\" action=\"/people/\(user.id)/photos/\(crop.sha256)/delete\">"
+                + "<button type=\"submit\">Delete</button></form></td></tr>\n"
+        }
+        return page + "</table>\n</body></html>\n"
+    }
+
     private var usersSection: String {
         var text = "<h2>Users (\(users.count))</h2>\n"
         guard !users.isEmpty else {
@@ -115,7 +201,7 @@ struct AdminPage {
                 ?? "<span class=\"muted\">no crop</span>"
             text +=
                 "<tr class=\"user\"><td>\(picture)</td><td class=\"number\">\(row.user.id)</td>"
-                + "<td class=\"name\">\(HTMLText.escape(row.user.name))</td>"
+                + "<td class=\"name\"><a href=\"/people/\(row.user.id)\">\(HTMLText.escape(row.user.name))</a></td>"
                 + "<td>\(HTMLText.escape(row.user.position ?? ""))</td>"
                 + "<td class=\"number\">\(row.user.crops)</td></tr>\n"
         }
@@ -277,6 +363,64 @@ extension ServerRoutes {
 }
 
 extension ServerRoutes {
+    /// `GET /people/{id}`: the person's crops for the admin (the session or the token).
+    func personPage(_ id: Int, _ request: HTTPRequest) throws -> HTTPResponse {
+        guard isAdmin(request) else { return htmlResponse(401, AdminPage.loginPage(message: nil)) }
+        guard let user = store.user(id) else { throw UserStoreError.noSuchUser(id: id) }
+        let crops = try store.storedCrops(id).map { crop in
+            (crop, (try? store.cropFile(id, sha256: crop.sha256)).flatMap { Self.thumbnail($0) })
+        }
+        return htmlResponse(200, AdminPage.personPage(user: user, crops: crops))
+    }
+
+    /// The person page's Delete button: removes the crop, then shows the page again. A form of
+    /// another site cannot post here: the session cookie is SameSite=Strict, and `preflight` refuses
+    /// an Origin that is not this server's.
+    func deleteFromPersonPage(_ id: Int, _ sha256: String, _ request: HTTPRequest) throws -> HTTPResponse {
+        guard isAdmin(request) else { return htmlResponse(401, AdminPage.loginPage(message: nil)) }
+        try store.deleteCrop(id, sha256: sha256)
+        queue.noteChange()
+        return HTTPResponse(status: 303, headers: [("Location", "/people/\(id)"), ("Cache-Control", "no-store")])
+    }
+
+    /// `POST /test-photo`: the admin page's form; the published model on the faces of one photo,
+    /// answered as a page with the faces drawn.
+    func testPhoto(_ request: HTTPRequest) -> HTTPResponse {
+        guard isAdmin(request) else { return htmlResponse(401, AdminPage.loginPage(message: nil)) }
+        do {
+            let image = try uploadedImage(request)
+            let (version, faces) = try recognition.recognize(image, version: nil)
+            let green: (UInt8, UInt8, UInt8) = (30, 142, 62)
+            let orange: (UInt8, UInt8, UInt8) = (230, 120, 0)
+            let colours = faces.map { $0.classification.accepted ? green : orange }
+            var drawn = DetectionDrawing.draw(faces.map(\.detection), on: image, colours: colours)
+            let longer = max(drawn.width, drawn.height)
+            if longer > 800 {
+                drawn = drawn.resized(width: drawn.width * 800 / longer, height: drawn.height * 800 / longer)
+            }
+            let jpeg = try JPEGWriter.encode(rgb: drawn.pixels, width: drawn.width, height: drawn.height, quality: 85)
+            let rows = zip(faces, colours).map { face, colour in
+                AdminPage.TestFaceRow(
+                    colour: String(format: "#%02x%02x%02x", colour.0, colour.1, colour.2),
+                    crop: Thumbnail.bmpDataURI(face.crop.converted(channels: 3).resized(width: 48, height: 48)),
+                    record: RecognizedFaceRecord(face, top: Self.recognitionTop))
+            }
+            return htmlResponse(
+                200,
+                AdminPage.testPhotoPage(
+                    version: version, drawn: "data:image/jpeg;base64," + jpeg.base64EncodedString(), faces: rows))
+        } catch {
+            let (status, message) =
+                if let error = error as? ClientError { (error.status, error.message) } else { (500, "\(error)") }
+            return htmlResponse(
+                status,
+                "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>facetrain serve: test a photo"
+                    + "</title><style>\(AdminPage.style)</style></head><body><h1>Test a photo</h1>"
+                    + "<p class=\"error\" id=\"test-error\">\(HTMLText.escape(message))</p>"
+                    + "<p><a href=\"/\">back to the admin page</a></p></body></html>\n")
+        }
+    }
+
     /// `GET /v1/models/{version}/report.html`: the page `facetrain eval --report` writes, made now from
     /// the version's held-out crops in the data folder. Never stored: it shows crops, and a deletion
     /// has to take those away.

@@ -112,16 +112,20 @@ public final class FaceServer: @unchecked Sendable {
         queue.finished = { metrics.recordTraining($0) }
         var routes = ServerRoutes(
             store: store, queue: queue, repository: repository, metrics: metrics,
+            recognition: RecognitionService(repository: repository),
             tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })
         routes.isPrivate = configuration.isPrivate
         routes.gate = configuration.gate
         routes.baseURL = configuration.baseURL
         routes.secureCookies = configuration.tls != nil
         let log = configuration.log
-        http = try HTTPServer(
-            host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
-            urlEncodedFormPaths: [Route.login.template]
-        ) { [routes] request in
+        let preflight: HTTPServer.Preflight = { [routes] request in
+            guard let (response, route) = routes.preflight(request) else { return nil }
+            metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: 0)
+            log(request.method, request.path, response.status, 0)
+            return response
+        }
+        let handler: HTTPServer.Handler = { [routes] request in
             let started = Date()
             let (response, route) = routes.respond(request)
             let seconds = Date().timeIntervalSince(started)
@@ -129,6 +133,9 @@ public final class FaceServer: @unchecked Sendable {
             log(request.method, request.path, response.status, seconds * 1000)
             return response
         }
+        http = try HTTPServer(
+            host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
+            urlEncodedFormPaths: [Route.login.template], preflight: preflight, handler: handler)
         queue.start()
     }
 

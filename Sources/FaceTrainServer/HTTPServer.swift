@@ -27,6 +27,8 @@ public struct HTTPRequest: Sendable {
     public var cookies: [String: String] = [:]
     /// The peer's numeric address ("127.0.0.1", "::1"); empty when the socket does not say.
     public var clientAddress = ""
+    /// The query string's arguments, decoded (`?version=3` gives ["version": "3"]).
+    public var query: [String: String] = [:]
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
@@ -121,8 +123,11 @@ struct SocketAddress {
 /// one thread per connection and hands each complete request to `handler`.
 public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+    /// The answer a request gets from its method, path and headers alone, or nil to read its body.
+    public typealias Preflight = @Sendable (HTTPRequest) -> HTTPResponse?
 
     let handler: Handler
+    let preflight: Preflight?
     let limits: HTTPLimits
     /// Paths whose application/x-www-form-urlencoded bodies libmicrohttpd decodes into `fields`.
     let urlEncodedFormPaths: Set<String>
@@ -136,9 +141,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Starts listening on an IPv4 or IPv6 `host` and `port` (0: any free port), over HTTPS when `tls` is given.
     public init(
         host: String, port: Int, limits: HTTPLimits, tls: TLSCredentials? = nil, urlEncodedFormPaths: Set<String> = [],
-        handler: @escaping Handler
+        preflight: Preflight? = nil, handler: @escaping Handler
     ) throws {
         self.handler = handler
+        self.preflight = preflight
         self.limits = limits
         self.urlEncodedFormPaths = urlEncodedFormPaths
         guard let address = SocketAddress(host: host, port: port) else {
@@ -202,6 +208,7 @@ public final class HTTPServer: @unchecked Sendable {
         var headers: [String: String] = [:]
         var cookies: [String: String] = [:]
         var clientAddress = ""
+        var query: [String: String] = [:]
         var body = Data()
         /// The most body bytes this request may send (multipart requests get more).
         var bodyLimit = 0
@@ -268,7 +275,7 @@ public final class HTTPServer: @unchecked Sendable {
         func request() -> HTTPRequest {
             HTTPRequest(
                 method: method, path: path, headers: headers, body: body, files: files, fields: fields,
-                cookies: cookies, clientAddress: clientAddress)
+                cookies: cookies, clientAddress: clientAddress, query: query)
         }
     }
 
@@ -287,6 +294,8 @@ public final class HTTPServer: @unchecked Sendable {
                 connection, .HEADER_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             MHD_get_connection_values(
                 connection, .COOKIE_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
+            MHD_get_connection_values(
+                connection, .GET_ARGUMENT_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             context.pointee = Unmanaged.passRetained(state).toOpaque()
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")
@@ -297,7 +306,11 @@ public final class HTTPServer: @unchecked Sendable {
                 || (contentType.hasPrefix("application/x-www-form-urlencoded") && urlEncodedFormPaths.contains(url))
             let limit = multipart ? limits.maximumUploadBytes : limits.maximumBodyBytes
             state.bodyLimit = limit
-            if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
+            // A request refused on its headers (a write without the token) is answered before a byte of
+            // its body is read, so an anonymous client cannot make the server hold an upload.
+            if let preflight, let early = preflight(state.request()) {
+                state.refusal = early
+            } else if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
                 state.refuse(413, "the request body is \(length) bytes; the limit is \(limit) bytes")
             } else if form {
                 state.postProcessor = MHD_create_post_processor(
@@ -390,6 +403,8 @@ private func collectValue(
     let text = value.map { String(cString: $0) } ?? ""
     if kind == .COOKIE_KIND {
         state.cookies[String(cString: key)] = text
+    } else if kind == .GET_ARGUMENT_KIND {
+        state.query[String(cString: key)] = text
     } else {
         state.headers[String(cString: key).lowercased()] = text
     }

@@ -25,6 +25,11 @@ enum ServerResponses {
 /// integers (`7`, not `07`), so no file path is ever built from what a client sent.
 enum Route: Equatable {
     case admin, login, logout, health, metrics
+    /// The admin page's "Test a photo" form.
+    case testPhoto
+    /// The admin page of one person's crops, and its Delete buttons.
+    case person(id: Int)
+    case personPhotoDelete(id: Int, sha256: String)
     case model, models
     case download(version: Int, file: String)
     /// The version's HTML evaluation report, made on request from its held-out crops.
@@ -34,6 +39,12 @@ enum Route: Equatable {
     case users
     case user(id: Int)
     case photos(id: Int)
+    /// One crop of a user, by its SHA-256.
+    case photo(id: Int, sha256: String)
+    /// Is the face in the photo this user? (`POST /v1/users/{id}/verify`)
+    case verify(id: Int)
+    /// Who is in the photo? (`POST /v1/recognize`)
+    case recognize
     case trainings
     case training(job: Int)
 
@@ -44,12 +55,20 @@ enum Route: Equatable {
         case [""]: self = .admin
         case ["login"]: self = .login
         case ["logout"]: self = .logout
+        case ["test-photo"]: self = .testPhoto
+        case let path where path.count == 2 && path[0] == "people" && ModelRepository.parseVersion(path[1]) != nil:
+            self = .person(id: ModelRepository.parseVersion(path[1])!)
+        case let path
+        where path.count == 5 && path[0] == "people" && ModelRepository.parseVersion(path[1]) != nil
+            && path[2] == "photos" && Route.isSHA256(path[3]) && path[4] == "delete":
+            self = .personPhotoDelete(id: ModelRepository.parseVersion(path[1])!, sha256: path[3])
         case ["healthz"]: self = .health
         case ["metrics"]: self = .metrics
         case ["v1", "model"]: self = .model
         case ["v1", "models"]: self = .models
         case ["v1", "users"]: self = .users
         case ["v1", "training"]: self = .trainings
+        case ["v1", "recognize"]: self = .recognize
         case let path where path.count == 3 && path[0] == "v1" && number != nil:
             switch path[1] {
             case "users": self = .user(id: number!)
@@ -59,6 +78,7 @@ enum Route: Equatable {
         case let path where path.count == 4 && path[0] == "v1" && number != nil:
             switch (path[1], path[3]) {
             case ("users", "photos"): self = .photos(id: number!)
+            case ("users", "verify"): self = .verify(id: number!)
             case ("models", "publish"): self = .publish(version: number!)
             case ("models", "rollback"): self = .rollback(version: number!)
             case ("models", AdminPage.reportName): self = .report(version: number!)
@@ -66,8 +86,17 @@ enum Route: Equatable {
                 self = .download(version: number!, file: file)
             default: return nil
             }
+        case let path
+        where path.count == 5 && path[0] == "v1" && path[1] == "users" && number != nil && path[3] == "photos"
+            && Route.isSHA256(path[4]):
+            self = .photo(id: number!, sha256: path[4])
         default: return nil
         }
+    }
+
+    /// 64 lower-case hexadecimal digits: the only crop names a path may carry.
+    static func isSHA256(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
     /// The path with its numbers as placeholders: the `route` label of /metrics.
@@ -76,6 +105,9 @@ enum Route: Equatable {
         case .admin: return "/"
         case .login: return "/login"
         case .logout: return "/logout"
+        case .testPhoto: return "/test-photo"
+        case .person: return "/people/{id}"
+        case .personPhotoDelete: return "/people/{id}/photos/{sha256}/delete"
         case .health: return "/healthz"
         case .metrics: return "/metrics"
         case .model: return "/v1/model"
@@ -87,6 +119,9 @@ enum Route: Equatable {
         case .users: return "/v1/users"
         case .user: return "/v1/users/{id}"
         case .photos: return "/v1/users/{id}/photos"
+        case .photo: return "/v1/users/{id}/photos/{sha256}"
+        case .verify: return "/v1/users/{id}/verify"
+        case .recognize: return "/v1/recognize"
         case .trainings: return "/v1/training"
         case .training: return "/v1/training/{job}"
         }
@@ -103,6 +138,7 @@ struct ServerRoutes: Sendable {
     let queue: TrainingQueue
     let repository: ModelRepository
     let metrics: ServerMetrics
+    let recognition: RecognitionService
     /// SHA-256 of the bearer token; nil: writes are open (loopback only).
     let tokenDigest: String?
     /// Reads of the published model need the token too.
@@ -144,6 +180,57 @@ struct ServerRoutes: Sendable {
         return (response, route.template)
     }
 
+    /// The answer a request gets before its body is read, when its credentials already decide it:
+    /// a write (any method but GET and HEAD) without the token, or without the admin session where
+    /// the admin page posts, gets the refusal its route would give; nil lets the body be read.
+    /// Before that, two refusals that protect a browser's user from other sites' pages: without a
+    /// token (loopback only) a Host that is not a loopback name is refused (a page on a rebound DNS
+    /// name would otherwise read and write here), and a write whose Origin is another site is refused.
+    func preflight(_ request: HTTPRequest) -> (response: HTTPResponse, route: String)? {
+        guard let route = Route(path: request.path) else { return nil }
+        let host = request.header("host") ?? ""
+        if tokenDigest == nil, !Self.isLoopbackHost(host) {
+            let message =
+                "this server has no token, so it answers only requests to a loopback name (localhost, 127.0.0.1, "
+                + "[::1]), not to Host '\(host)'; run it with --token-file to serve other names"
+            return (ServerResponses.error(403, message), route.template)
+        }
+        guard request.method != "GET", request.method != "HEAD" else { return nil }
+        // The login form is exempt: a foreign page can only log a browser in with the right token.
+        if route != .login, let origin = request.header("origin"), !Self.isSameOrigin(origin, host: host) {
+            let message =
+                "a write from a page of another site (Origin \(origin)) is refused; use the admin page of this "
+                + "server, or a client that sends no Origin"
+            return (ServerResponses.error(403, message), route.template)
+        }
+        guard tokenDigest != nil else { return nil }
+        let allowed: Bool
+        switch route {
+        case .login, .logout: return nil
+        case .testPhoto, .personPhotoDelete: allowed = isAdmin(request)
+        default: allowed = (try? authorize(request)) != nil
+        }
+        // Every route checks the credentials before it reads the body, so this is its own answer.
+        return allowed ? nil : respond(request)
+    }
+
+    /// "localhost", "127.0.0.1" (any 127.x) or "[::1]", with or without a port.
+    static func isLoopbackHost(_ host: String) -> Bool {
+        let lowered = host.lowercased()
+        let name: Substring =
+            if lowered.hasPrefix("[") { lowered.prefix { $0 != "]" }.dropFirst() } else { lowered.prefix { $0 != ":" } }
+        return name == "localhost" || ServerConfiguration.isLoopback(String(name))
+    }
+
+    /// Whether an Origin header ("http://127.0.0.1:8080") names the host the request was sent to.
+    static func isSameOrigin(_ origin: String, host: String) -> Bool {
+        let lowered = origin.lowercased()
+        for scheme in ["http://", "https://"] where lowered.hasPrefix(scheme) {
+            return !host.isEmpty && lowered.dropFirst(scheme.count) == host.lowercased()
+        }
+        return false
+    }
+
     /// A bearer token, an admin session cookie, or the login form's token field.
     private func offersCredentials(_ request: HTTPRequest, _ route: Route) -> Bool {
         request.header("authorization") != nil || request.cookies[Self.sessionCookie] != nil
@@ -174,6 +261,12 @@ struct ServerRoutes: Sendable {
             return try only(["POST"], method) { login(request) }
         case .logout:
             return try only(["POST"], method) { logout() }
+        case .testPhoto:
+            return try only(["POST"], method) { testPhoto(request) }
+        case .person(let id):
+            return try only(["GET"], method) { try personPage(id, request) }
+        case .personPhotoDelete(let id, let sha256):
+            return try only(["POST"], method) { try deleteFromPersonPage(id, sha256, request) }
         case .health:
             return try only(["GET"], method) { health() }
         case .metrics:
@@ -230,9 +323,37 @@ struct ServerRoutes: Sendable {
         case .user(let id):
             return try user(id, request)
         case .photos(let id):
-            return try only(["POST"], method) {
+            switch method {
+            case "POST":
                 try authorize(request)
                 return try photos(id, request)
+            case "GET":
+                try authorize(request)
+                return try photoList(id)
+            default: return notAllowed(["GET", "POST"], method)
+            }
+        case .photo(let id, let sha256):
+            switch method {
+            case "GET":
+                try authorize(request)
+                return try photoFile(id, sha256)
+            case "DELETE":
+                try authorize(request)
+                try store.deleteCrop(id, sha256: sha256)
+                queue.noteChange()
+                return ServerResponses.json(
+                    200, ["deleted": .string(sha256), "crops": .integer(store.user(id)?.crops ?? 0)])
+            default: return notAllowed(["GET", "DELETE"], method)
+            }
+        case .recognize:
+            return try only(["POST"], method) {
+                try authorize(request)
+                return try recognize(request)
+            }
+        case .verify(let id):
+            return try only(["POST"], method) {
+                try authorize(request)
+                return try verify(id, request)
             }
         case .trainings:
             switch method {
@@ -393,6 +514,111 @@ struct ServerRoutes: Sendable {
             return ServerResponses.json(422, answer)
         }
         return ServerResponses.json(stored > 0 ? 201 : 200, answer)
+    }
+
+    /// `GET /v1/users/{id}/photos`: every crop with its SHA-256, size, time stored and face score.
+    private func photoList(_ id: Int) throws -> HTTPResponse {
+        let stored = try store.storedCrops(id)
+        let scores = recognition.faceScores(
+            stored.map { (try? store.cropFile(id, sha256: $0.sha256)) }, hashes: stored.map(\.sha256))
+        let rows: [JSONValue] = zip(stored, scores).map { crop, score in
+            .object([
+                "sha256": .string(crop.sha256), "name": .string(crop.name), "bytes": .integer(crop.bytes),
+                "added_at": .string(crop.addedAt), "url": .string("/v1/users/\(id)/photos/\(crop.sha256)"),
+                "face_score": score.map { .number($0) } ?? .null,
+            ])
+        }
+        return ServerResponses.json(200, ["user": .integer(id), "photos": .array(rows)])
+    }
+
+    /// `GET /v1/users/{id}/photos/{sha256}`: the crop's bytes, as stored.
+    private func photoFile(_ id: Int, _ sha256: String) throws -> HTTPResponse {
+        let url = try store.cropFile(id, sha256: sha256)
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw UserStoreError.noSuchCrop(id: id, sha256: sha256)
+        }
+        let type =
+            switch url.pathExtension.lowercased() {
+            case "jpg", "jpeg": "image/jpeg"
+            case "png": "image/png"
+            default: "image/x-portable-anymap"
+            }
+        return HTTPResponse(
+            status: 200,
+            headers: [
+                ("Content-Type", type), ("ETag", "\"\(sha256)\""), ("Cache-Control", "private, no-store"),
+                ("X-Content-Type-Options", "nosniff"),
+            ], body: data)
+    }
+
+    // MARK: Recognition
+
+    /// Classes listed per face in recognition answers.
+    static let recognitionTop = 3
+
+    /// The one image of a recognise or verify request, decoded.
+    func uploadedImage(_ request: HTTPRequest) throws -> Image {
+        guard request.header("content-type")?.lowercased().hasPrefix("multipart/form-data") == true else {
+            throw ClientError(415, "send the photo or crop as multipart/form-data in a 'photo' field")
+        }
+        guard request.files.count == 1, let file = request.files.first, file.field == "photo" else {
+            let fields = request.files.map { "'\($0.field)'" }.joined(separator: ", ")
+            throw ClientError(
+                400,
+                "send exactly one image, in the field 'photo'; got \(request.files.count) file(s)"
+                    + (fields.isEmpty ? "" : " in \(fields)"))
+        }
+        do { return try ImageDecoder.decode(data: file.data, name: file.fileName) } catch {
+            throw ClientError(422, "\(error)")
+        }
+    }
+
+    /// `?version=N`, or nil for the published version.
+    private func askedVersion(_ request: HTTPRequest) throws -> Int? {
+        guard let text = request.query["version"] else { return nil }
+        guard let version = ModelRepository.parseVersion(text) else {
+            throw ClientError(400, "?version= takes a version number such as 3, got '\(text)'")
+        }
+        return version
+    }
+
+    private func recognize(_ request: HTTPRequest) throws -> HTTPResponse {
+        let image = try uploadedImage(request)
+        let (version, faces) = try recognition.recognize(image, version: try askedVersion(request))
+        return ServerResponses.json(
+            200,
+            [
+                "version": .integer(version), "width": .integer(image.width), "height": .integer(image.height),
+                "faces": ServerResponses.value(faces.map { RecognizedFaceRecord($0, top: Self.recognitionTop) }),
+            ])
+    }
+
+    /// The largest face of the photo against one user: the model's probability for them and the
+    /// app's decision (accepted as them, or not).
+    private func verify(_ id: Int, _ request: HTTPRequest) throws -> HTTPResponse {
+        guard store.user(id) != nil else { throw UserStoreError.noSuchUser(id: id) }
+        let image = try uploadedImage(request)
+        let (version, faces) = try recognition.recognize(image, version: try askedVersion(request))
+        guard let face = faces.first else {
+            throw ClientError(422, "no face was found in the photo; send a photo or crop that shows the face")
+        }
+        let classification = face.classification
+        // The store holds people only (ids from 3), so the label is a user's.
+        guard let label = ClassLabel(id: id) else { throw UserStoreError.noSuchUser(id: id) }
+        var answer: [String: JSONValue] = [
+            "user": .integer(id), "version": .integer(version),
+            "verified": .bool(classification.decidedLabel == label),
+            "threshold": .number(classification.threshold),
+            "face": ServerResponses.value(RecognizedFaceRecord(face, top: Self.recognitionTop)),
+        ]
+        if let index = classification.classLabels.firstIndex(of: label) {
+            answer["probability"] = .number(Double(classification.probabilities[index]))
+        } else {
+            answer["probability"] = .null
+            answer["note"] = .string(
+                "version \(version) was trained without user \(id); POST /v1/training trains one that knows them")
+        }
+        return ServerResponses.json(200, answer)
     }
 
     // MARK: Models
@@ -574,6 +800,7 @@ extension ClientError {
         case .noSuchUser: self.init(404, error.description)
         case .invalidField: self.init(400, error.description)
         case .tooManyCrops: self.init(409, error.description)
+        case .noSuchCrop: self.init(404, error.description)
         }
     }
 }

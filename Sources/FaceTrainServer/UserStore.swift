@@ -11,6 +11,8 @@ public enum UserStoreError: Error, Equatable, CustomStringConvertible {
     case invalidField(field: String, reason: String)
     /// The upload would take a user past the crops allowed per user; nothing was stored.
     case tooManyCrops(id: Int, existing: Int, adding: Int, limit: Int)
+    /// The user has no crop with this SHA-256.
+    case noSuchCrop(id: Int, sha256: String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,8 @@ public enum UserStoreError: Error, Equatable, CustomStringConvertible {
         case .tooManyCrops(let id, let existing, let adding, let limit):
             "user \(id) has \(existing) crops and this request adds \(adding); the limit is \(limit) crops per user. "
                 + "Nothing was stored; delete the user or send fewer"
+        case .noSuchCrop(let id, let sha256):
+            "user \(id) has no crop with SHA-256 \(sha256); GET /v1/users/\(id)/photos lists their crops"
         }
     }
 }
@@ -62,6 +66,8 @@ public final class UserStore: @unchecked Sendable {
     private var nextId = 3
     /// Which class holds the crop with this SHA-256 (a crop may not be in two classes).
     private var owners: [String: Int] = [:]
+    /// The file name of the crop with this SHA-256 in its class's folder.
+    private var fileNames: [String: String] = [:]
     private var crops: [Int: Int] = [:]
 
     static let usersName = "users.json"
@@ -106,7 +112,9 @@ public final class UserStore: @unchecked Sendable {
                 guard !file.hasPrefix("."), file != "user.json", FileSystem.kind(at: fileURL) == .regular,
                     let data = FileManager.default.contents(atPath: fileURL.path)
                 else { continue }
-                owners[contentHash(data)] = label
+                let hash = contentHash(data)
+                owners[hash] = label
+                fileNames[hash] = file
                 count += 1
             }
             crops[label] = count
@@ -159,6 +167,67 @@ public final class UserStore: @unchecked Sendable {
         let names = ((try? FileSystem.entries(of: folder)) ?? []).sorted()
         return names.lazy.filter { !$0.hasPrefix(".") && $0 != "user.json" }.map { folder.appendingPathComponent($0) }
             .first { FileSystem.kind(at: $0) == .regular }
+    }
+
+    /// One stored crop, as `GET /v1/users/{id}/photos` lists it.
+    public struct StoredCrop: Codable, Sendable, Equatable {
+        public var sha256: String
+        /// Its file name in the user's folder.
+        public var name: String
+        public var bytes: Int
+        /// When it was stored (the file's modification time: crops are never rewritten), ISO 8601.
+        public var addedAt: String
+    }
+
+    /// A user's crops, oldest first.
+    public func storedCrops(_ id: Int) throws -> [StoredCrop] {
+        let entries = try locked {
+            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            return owners.filter { $0.value == id }.keys.compactMap { hash in fileNames[hash].map { (hash, $0) } }
+        }
+        let folder = root.appendingPathComponent(String(id))
+        let formatter = ISO8601DateFormatter()
+        let listed = entries.compactMap { hash, name -> (Date, StoredCrop)? in
+            guard
+                let attributes = try? FileManager.default.attributesOfItem(
+                    atPath: folder.appendingPathComponent(name).path),
+                let size = attributes[.size] as? Int, let modified = attributes[.modificationDate] as? Date
+            else { return nil }
+            return (
+                modified, StoredCrop(sha256: hash, name: name, bytes: size, addedAt: formatter.string(from: modified))
+            )
+        }
+        return listed.sorted { ($0.0, $0.1.name) < ($1.0, $1.1.name) }.map(\.1)
+    }
+
+    /// The file of a user's crop.
+    public func cropFile(_ id: Int, sha256: String) throws -> URL {
+        try locked {
+            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            guard owners[sha256] == id, let name = fileNames[sha256] else {
+                throw UserStoreError.noSuchCrop(id: id, sha256: sha256)
+            }
+            return root.appendingPathComponent(String(id)).appendingPathComponent(name)
+        }
+    }
+
+    /// Removes one crop of a user from disk, durably; the next training no longer sees it.
+    public func deleteCrop(_ id: Int, sha256: String) throws {
+        try locked {
+            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            guard owners[sha256] == id, let name = fileNames[sha256] else {
+                throw UserStoreError.noSuchCrop(id: id, sha256: sha256)
+            }
+            let folder = root.appendingPathComponent(String(id))
+            let file = folder.appendingPathComponent(name)
+            guard unlink(file.path) == 0 || errno == ENOENT else {
+                throw FileSystemError(operation: "unlink", path: file.path, code: errno)
+            }
+            try FileSystem.sync(folder)
+            owners[sha256] = nil
+            fileNames[sha256] = nil
+            crops[id] = max(0, (crops[id] ?? 1) - 1)
+        }
     }
 
     /// Ids of the registered users.
@@ -240,6 +309,7 @@ public final class UserStore: @unchecked Sendable {
             }
             try FileSystem.removeTree(trash)
             try FileSystem.sync(root)
+            for (hash, owner) in owners where owner == id { fileNames[hash] = nil }
             owners = owners.filter { $0.value != id }
             crops[id] = nil
         }
@@ -379,6 +449,7 @@ public final class UserStore: @unchecked Sendable {
                 }
                 try FileSystem.sync(folder)
                 owners[item.hash] = id
+                fileNames[item.hash] = item.name
                 crops[id, default: 0] += 1
                 pause("photo-stored")
             }

@@ -186,6 +186,71 @@ struct ExportAndPredictTests {
         #expect(tampered.standardError.contains("failed verification"))
     }
 
+    // MARK: recognize
+
+    /// `recognize` finds the drawn face of a crop and classifies the crop whole, with the
+    /// probabilities `predict` gives the same file; a photo of two drawn faces gives two faces,
+    /// largest first; a blank wall none; an unreadable file is named and makes the exit status 1.
+    @Test func recognizeFindsEachFaceAndClassifiesCropsAsPredictDoes() throws {
+        let root = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let models = root.appendingPathComponent("models")
+        let bundle = try Self.publishExportedBundle(in: models, users: [3, 4], inputSize: 32, width: 4)
+        let synth = root.appendingPathComponent("synth")
+        let made = try CLIRunner.run(["synth", "--out", synth.path, "--users", "2", "--per-user", "4", "--seed", "8"])
+        try #require(made.status == 0, "\(made.standardError)")
+        let folder = synth.appendingPathComponent("3")
+        let crops = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+            .filter { $0.hasSuffix(".jpg") }.map { folder.appendingPathComponent($0).path }
+
+        // A 400 x 260 photo holding the first crop at 130 px and the second at 100 px.
+        var pixels = [UInt8](repeating: 90, count: 400 * 260 * 3)
+        for (index, left, side) in [(0, 30, 130), (1, 250, 100)] {
+            let face = try ImageDecoder.decode(contentsOf: URL(fileURLWithPath: crops[index])).converted(channels: 3)
+                .resized(width: side, height: side)
+            for row in 0..<side {
+                for column in 0..<(side * 3) {
+                    pixels[((row + 60) * 400 + left) * 3 + column] = face.pixels[row * side * 3 + column]
+                }
+            }
+        }
+        let photo = root.appendingPathComponent("two.jpg")
+        try JPEGWriter.encode(rgb: pixels, width: 400, height: 260, quality: 92).write(to: photo)
+        let wall = root.appendingPathComponent("wall.jpg")
+        try JPEGWriter.encode(rgb: [UInt8](repeating: 160, count: 64 * 64 * 3), width: 64, height: 64, quality: 90)
+            .write(to: wall)
+        let broken = root.appendingPathComponent("broken.jpg")
+        try Data("not a jpeg".utf8).write(to: broken)
+
+        let run = try CLIRunner.run(
+            ["recognize", "--model", bundle.path, "--json", crops[0], photo.path, wall.path, broken.path])
+        #expect(run.status == 1 && run.standardError.contains("\(broken.path): not an image"), "\(run.standardError)")
+        let lines = try run.standardOutput.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        try #require(lines.count == 3, "\(run.standardOutput)")
+        let cropFaces = try #require(lines[0]["faces"] as? [[String: Any]])
+        try #require(cropFaces.count == 1, "\(lines[0])")
+        #expect(cropFaces[0]["whole_image"] as? Bool == true)
+        let predicted = try CLIRunner.run(["predict", "--model", bundle.path, "--json", crops[0]])
+        let expected = try #require(
+            try JSONSerialization.jsonObject(with: Data(predicted.standardOutput.utf8)) as? [String: Any])
+        #expect(cropFaces[0]["label"] as? String == expected["label"] as? String)
+        let probability = try #require(cropFaces[0]["probability"] as? Double)
+        #expect(abs(probability - (expected["confidence"] as? Double ?? -1)) < 1e-4)
+
+        let photoFaces = try #require(lines[1]["faces"] as? [[String: Any]])
+        #expect(photoFaces.count == 2, "\(lines[1])")
+        let lefts = photoFaces.compactMap { ($0["box"] as? [Double])?.first }
+        #expect(lefts.count == 2 && lefts[0] < 200 && lefts[1] > 200, "largest face first: \(lefts)")
+        #expect(photoFaces.allSatisfy { $0["whole_image"] as? Bool == false && ($0["top"] as? [Any])?.count == 3 })
+        #expect((lines[2]["faces"] as? [Any])?.isEmpty == true)
+
+        let text = try CLIRunner.run(["recognize", "--model", bundle.path, wall.path, photo.path])
+        #expect(text.status == 0 && text.standardOutput.contains("\(wall.path): no face found"))
+        #expect(text.standardOutput.contains("\(photo.path): 2 faces"), "\(text.standardOutput)")
+    }
+
     // MARK: The proof: real crops, real consumers
 
     /// Fits a bundle on CS131 crops, then checks that onnxruntime on its model.onnx and a numpy

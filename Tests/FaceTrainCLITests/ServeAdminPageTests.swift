@@ -77,6 +77,40 @@ extension ServeCommandTests {
         #expect(String(decoding: report.body, as: UTF8.self).contains("facetrain model 1"))
         #expect(try server.curl("GET", "/v1/models/1/report.html", authorized: false).status == 401)
         #expect(try server.curl("GET", "/v1/models/7/report.html").status == 404)
+        // "Test a photo": the session posts a crop and gets a page with its face drawn and named.
+        #expect(text.contains("<form method=\"post\" action=\"/test-photo\" enctype=\"multipart/form-data\""))
+        let crop = try Self.crops(scratch.appendingPathComponent("synth"), user: 4)[0]
+        let tested = try server.curl(
+            "POST", "/test-photo", html + ["-H", "Cookie: \(session)", "-F", "photo=@\(crop.path)"], authorized: false)
+        let testedPage = String(decoding: tested.body, as: UTF8.self)
+        #expect(tested.status == 200 && tested.headers["content-type"] == "text/html; charset=utf-8")
+        #expect(testedPage.contains("id=\"drawn\" src=\"data:image/jpeg;base64,"), "\(testedPage.prefix(600))")
+        #expect(testedPage.contains("<table id=\"faces\">") && testedPage.contains("Person 4 (4)"))
+        #expect(!testedPage.contains("<script"))
+        let anonymousTest = try server.curl(
+            "POST", "/test-photo", html + ["-F", "photo=@\(crop.path)"], authorized: false)
+        #expect(anonymousTest.status == 401)
+        let noPhoto = try server.curl("POST", "/test-photo", html + ["-H", "Cookie: \(session)"], authorized: false)
+        #expect(noPhoto.status == 415 && String(decoding: noPhoto.body, as: UTF8.self).contains("id=\"test-error\""))
+        // A person's page lists their crops; its Delete button removes one, from this server's page only.
+        #expect(text.contains("<a href=\"/people/6\">Person 6</a>"))
+        let person = try server.curl("GET", "/people/6", html + ["-H", "Cookie: \(session)"], authorized: false)
+        let personPage = String(decoding: person.body, as: UTF8.self)
+        #expect(person.status == 200 && personPage.components(separatedBy: "<tr class=\"crop\"").count == 7)
+        let listed = try server.json("GET", "/v1/users/6/photos").object["photos"] as? [[String: Any]] ?? []
+        let victim = try #require(listed.first?["sha256"] as? String)
+        let deletePath = "/people/6/photos/\(victim)/delete"
+        #expect(personPage.contains("action=\"\(deletePath)\""))
+        let forgedOrigin = try server.curl(
+            "POST", deletePath, html + ["-H", "Cookie: \(session)", "-H", "Origin: https://evil.example"],
+            authorized: false)
+        #expect(forgedOrigin.status == 403)
+        #expect(try server.curl("POST", deletePath, html, authorized: false).status == 401)
+        let removed = try server.curl(
+            "POST", deletePath, html + ["-H", "Cookie: \(session)", "-H", "Origin: \(server.origin)"], authorized: false
+        )
+        #expect(removed.status == 303 && removed.headers["location"] == "/people/6")
+        #expect((try server.json("GET", "/v1/users/6").object["user"] as? [String: Any])?["crops"] as? Int == 5)
         let logout = try server.curl("POST", "/logout", ["-H", "Cookie: \(session)"], authorized: false)
         #expect(logout.status == 303 && logout.headers["set-cookie"]?.contains("Max-Age=0") == true)
         // Once a person it was trained on is deleted, their held-out crops are gone and so is the report.
@@ -184,7 +218,8 @@ extension ServeCommandTests {
         let dom = second.standardOutput
         #expect(dom.contains("<table id=\"users\">"), "\(dom.prefix(2000))")
         for name in ["Person 3", "Person 4", "Person 6", "Person 7"] {
-            #expect(dom.contains("<td class=\"name\">\(name)</td>"), "\(name)")
+            #expect(
+                dom.contains("<td class=\"name\"><a href=\"/people/\(name.dropFirst(7))\">\(name)</a></td>"), "\(name)")
         }
         // The browser read the hostile name as text: it is in the DOM escaped, and no script element exists.
         #expect(dom.contains("&lt;script&gt;alert(\"x\")&lt;/script&gt; O'Brien &amp; Søn"), "\(dom.prefix(4000))")

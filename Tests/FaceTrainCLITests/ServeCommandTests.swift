@@ -200,6 +200,7 @@ struct ServeCommandTests {
         }
         let listing = try server.json("GET", "/v1/models").object["models"] as? [[String: Any]]
         #expect(listing?.compactMap { $0["version"] as? Int } == [1])
+        try Self.recognizesAndVerifies(server, synth: synth, ids: ids)
 
         // Changes: a new name, a deletion that takes the crops with it, ids never reused.
         let renamed = try server.json("PATCH", "/v1/users/\(ids[1])", "{\"name\": \"Renamed\"}")
@@ -221,6 +222,136 @@ struct ServeCommandTests {
         #expect(after?["state"] as? String == "succeeded")
         let next = try server.json("POST", "/v1/users", "{\"name\": \"Late\"}")
         #expect(next.object["id"] as? Int == 8, "\(next.object)")
+    }
+
+    /// A person's crops are listed (SHA-256, size, time, face score), served byte for byte and
+    /// deleted one at a time, durably; names that are not a SHA-256 match no route.
+    @Test func cropsAreListedServedAndDeletedOneByOne() throws {
+        let (synth, data, models) = try Self.folders(users: 1, perUser: 4)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
+        #expect(try server.upload(id, try Self.crops(synth, user: 3)).status == 201)
+
+        let listing = try server.json("GET", "/v1/users/\(id)/photos")
+        #expect(listing.status == 200, "\(listing.object)")
+        let photos = listing.object["photos"] as? [[String: Any]] ?? []
+        #expect(photos.count == 4)
+        let stored = Set(Self.storedCrops(data, user: id))
+        for photo in photos {
+            let sha256 = try #require(photo["sha256"] as? String)
+            let name = try #require(photo["name"] as? String)
+            #expect(stored.contains(name) && name.hasPrefix(sha256))
+            let bytes = try Data(contentsOf: data.appendingPathComponent("\(id)/\(name)"))
+            #expect(photo["bytes"] as? Int == bytes.count && SHA256.hash(bytes) == sha256)
+            #expect((photo["added_at"] as? String)?.hasPrefix("20") == true)
+            let score = try #require(photo["face_score"] as? Double)
+            #expect((0...1).contains(score))
+            let served = try server.curl("GET", "/v1/users/\(id)/photos/\(sha256)")
+            #expect(served.status == 200 && served.body == bytes && served.headers["content-type"] == "image/jpeg")
+        }
+
+        let victim = try #require(photos.first?["sha256"] as? String)
+        let deleted = try server.json("DELETE", "/v1/users/\(id)/photos/\(victim)")
+        #expect(deleted.status == 200 && deleted.object["crops"] as? Int == 3, "\(deleted.object)")
+        #expect(Self.storedCrops(data, user: id).count == 3)
+        #expect(!Self.storedCrops(data, user: id).contains { $0.hasPrefix(victim) })
+        #expect(try server.json("GET", "/v1/users/\(id)/photos/\(victim)").status == 404)
+        #expect(try server.json("DELETE", "/v1/users/\(id)/photos/\(victim)").status == 404)
+        #expect((try server.json("GET", "/v1/users/\(id)/photos").object["photos"] as? [Any])?.count == 3)
+        #expect((try server.json("GET", "/v1/users/\(id)").object["user"] as? [String: Any])?["crops"] as? Int == 3)
+        // Not a SHA-256, another user's id, no token: refused.
+        for path in ["/v1/users/\(id)/photos/\(victim.uppercased())", "/v1/users/\(id)/photos/../\(id)"] {
+            #expect(try server.curl("GET", path, ["--path-as-is"]).status == 404, "\(path)")
+        }
+        let kept = try #require(photos.last?["sha256"] as? String)
+        #expect(try server.json("GET", "/v1/users/\(id + 1)/photos/\(kept)").status == 404)
+        #expect(try server.json("GET", "/v1/users/\(id)/photos/\(kept)", authorized: false).status == 401)
+        #expect(try server.json("DELETE", "/v1/users/\(id)/photos/\(kept)", authorized: false).status == 401)
+        // A restart lists the same three.
+        server.kill()
+        let again = try Server(data: data, models: models)
+        defer { again.kill() }
+        #expect((try again.json("GET", "/v1/users/\(id)/photos").object["photos"] as? [Any])?.count == 3)
+    }
+
+    /// `POST /v1/recognize` and `/v1/users/{id}/verify` against version 1: crops are classified
+    /// as they are, a photo of two people face by face, and bad requests get their status.
+    static func recognizesAndVerifies(_ server: Server, synth: URL, ids: [Int]) throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("recognize-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        func post(_ path: String, _ file: URL?, field: String = "photo") throws -> (status: Int, object: [String: Any])
+        {
+            let answer = try server.curl("POST", path, file.map { ["-F", "\(field)=@\($0.path)"] } ?? [])
+            return (answer.status, (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:])
+        }
+        // Each of the first user's crops: one face, the whole image, and the model names its owner.
+        var named = 0
+        let crops = try Self.crops(synth, user: 3)
+        for crop in crops {
+            let answer = try post("/v1/recognize", crop)
+            #expect(answer.status == 200 && answer.object["version"] as? Int == 1, "\(answer.object)")
+            let faces = answer.object["faces"] as? [[String: Any]] ?? []
+            #expect(faces.count <= 1, "\(answer.object)")
+            guard let face = faces.first else { continue }
+            #expect(face["whole_image"] as? Bool == true && (face["landmarks"] as? [[Double]])?.count == 5)
+            if face["label"] as? String == String(ids[0]) { named += 1 }
+        }
+        #expect(named >= crops.count - 2, "\(named) of \(crops.count) crops named their owner")
+
+        // Two people side by side in one photo: two faces, largest first, each cut out and named.
+        var pixels = [UInt8](repeating: 100, count: 480 * 300 * 3)
+        for (person, left, side) in [(0, 40, 150), (1, 280, 120)] {
+            let face = try ImageDecoder.decode(contentsOf: try Self.crops(synth, user: 3 + person)[0])
+                .converted(channels: 3).resized(width: side, height: side)
+            for row in 0..<side {
+                for column in 0..<(side * 3) {
+                    pixels[((row + 70) * 480 + left) * 3 + column] = face.pixels[row * side * 3 + column]
+                }
+            }
+        }
+        let photo = scratch.appendingPathComponent("two.jpg")
+        try JPEGWriter.encode(rgb: pixels, width: 480, height: 300, quality: 92).write(to: photo)
+        let group = try post("/v1/recognize", photo)
+        let faces = group.object["faces"] as? [[String: Any]] ?? []
+        #expect(group.status == 200 && faces.count == 2, "\(group.object)")
+        if faces.count == 2 {
+            #expect(faces.map { $0["whole_image"] as? Bool } == [false, false])
+            let lefts = faces.compactMap { ($0["box"] as? [Double])?.first }
+            #expect(lefts.count == 2 && lefts[0] < 240 && lefts[1] > 240, "largest (left) face first: \(lefts)")
+            #expect(faces.map { $0["label"] as? String } == [String(ids[0]), String(ids[1])], "\(faces)")
+        }
+
+        // Verify: the owner's crop against the owner and against someone else.
+        let own = try post("/v1/users/\(ids[0])/verify", crops[0])
+        #expect(own.status == 200 && own.object["user"] as? Int == ids[0], "\(own.object)")
+        let ownProbability = try #require(own.object["probability"] as? Double)
+        let other = try post("/v1/users/\(ids[1])/verify", crops[0])
+        #expect(other.status == 200 && other.object["verified"] as? Bool == false, "\(other.object)")
+        #expect((other.object["probability"] as? Double ?? 1) < ownProbability)
+        #expect(own.object["verified"] as? Bool == (ownProbability >= (own.object["threshold"] as? Double ?? 1)))
+
+        // Refusals: no file, the wrong field, not an image, a blank wall to verify, unknown versions.
+        let blank = scratch.appendingPathComponent("wall.jpg")
+        try JPEGWriter.encode(rgb: [UInt8](repeating: 150, count: 80 * 80 * 3), width: 80, height: 80, quality: 90)
+            .write(to: blank)
+        let text = scratch.appendingPathComponent("note.jpg")
+        try Data("not an image".utf8).write(to: text)
+        #expect(try post("/v1/recognize", nil).status == 415)
+        #expect(try post("/v1/recognize", crops[0], field: "photos").status == 400)
+        #expect(try post("/v1/recognize", text).status == 422)
+        let wall = try post("/v1/recognize", blank)
+        #expect(wall.status == 200 && (wall.object["faces"] as? [Any])?.isEmpty == true, "\(wall.object)")
+        let faceless = try post("/v1/users/\(ids[0])/verify", blank)
+        #expect(faceless.status == 422 && (faceless.object["error"] as? String)?.contains("no face") == true)
+        #expect(try post("/v1/users/99/verify", crops[0]).status == 404)
+        #expect(try post("/v1/recognize?version=9", crops[0]).status == 404)
+        #expect(try post("/v1/recognize?version=1", crops[0]).status == 200)
+        #expect(try post("/v1/recognize?version=x", crops[0]).status == 400)
+        let anonymous = try server.curl("POST", "/v1/recognize", ["-F", "photo=@\(crops[0].path)"], authorized: false)
+        #expect(anonymous.status == 401)
     }
 
     // MARK: Authentication and refusals
@@ -251,6 +382,46 @@ struct ServeCommandTests {
         // Reads of the model stay open.
         #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)
         #expect(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").status == 201)
+        // An anonymous upload is refused on its headers: curl, waiting for "100 Continue", sends none of
+        // its 20 MB (the server once buffered whole uploads before checking the token).
+        let big = data.deletingLastPathComponent().appendingPathComponent("big.jpg")
+        try Data(repeating: 0xAB, count: 20 << 20).write(to: big)
+        for (path, field) in [("/v1/users/3/photos", "photos"), ("/v1/recognize", "photo")] {
+            let result = try ProcessRunner.run(
+                "/usr/bin/curl",
+                [
+                    "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_upload}", "-H", "Expect: 100-continue",
+                    "--expect100-timeout", "30", "-F", "\(field)=@\(big.path)", server.origin + path,
+                ])
+            let parts = result.standardOutput.split(separator: " ").compactMap { Int($0) }
+            #expect(parts.count == 2 && parts[0] == 401, "\(path): \(result.standardOutput) \(result.standardError)")
+            #expect(parts.count == 2 && parts[1] < 1 << 20, "\(path): \(parts) bytes sent of \(20 << 20)")
+        }
+    }
+
+    /// Other sites' pages cannot use a browser to reach the server: a write with a foreign Origin is
+    /// refused with or without a token, and without a token a Host that is not a loopback name (DNS
+    /// rebinding) is refused for reads too; the server's own origin and clients without one pass.
+    @Test func foreignPagesCannotWrite() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        for token in [nil, Self.token] {
+            let server = try Server(data: data, models: models, token: token)
+            defer { server.kill() }
+            let body = ["--data-binary", "{\"name\": \"Planted\"}", "-H", "Content-Type: application/json"]
+            let foreign = try server.curl("POST", "/v1/users", body + ["-H", "Origin: https://evil.example"])
+            #expect(foreign.status == 403, "token \(token ?? "none")")
+            #expect(String(decoding: foreign.body, as: UTF8.self).contains("another site"))
+            let opaque = try server.curl("POST", "/v1/training", ["-H", "Origin: null"])
+            #expect(opaque.status == 403)
+            let own = try server.curl("POST", "/v1/users", body + ["-H", "Origin: \(server.origin)"])
+            #expect(own.status == 201, "\(String(decoding: own.body, as: UTF8.self))")
+            let rebound = try server.curl("GET", "/v1/users", ["-H", "Host: evil.example:\(server.port)"])
+            #expect(rebound.status == (token == nil ? 403 : 200), "token \(token ?? "none")")
+            #expect(try server.curl("GET", "/v1/users", ["-H", "Host: localhost:\(server.port)"]).status == 200)
+        }
+        let users = try String(contentsOf: data.appendingPathComponent("users.json"), encoding: .utf8)
+        #expect(users.components(separatedBy: "Planted").count == 3, "two planted by the server's own origin only")
     }
 
     /// Ten wrong tokens from one address within a minute: the next try, even with the right token, is

@@ -3,6 +3,7 @@
 # apply) refuses real face crops and takes non-face patches for faces, on the app-like protocols of
 # ../shared/eval (orl, cs131, celeba: train and test folders; class 1 = make_negatives.py patches,
 # class 2 and users = real crops) and on the demo's synthetic users. Prints one row per set.
+# FACE_CHECK_ARGS goes to `facetrain face-check` (e.g. "--detector DIR --face-score 0.5").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARED=${SHARED:-../shared}
@@ -22,7 +23,8 @@ for protocol in $PROTOCOLS; do
 done
 [ -d "$OUT/demo" ] || "$BIN" synth --out "$OUT/demo" --users 20 --per-user 25 --seed 1 > /dev/null
 sets+=("$OUT/demo")
-"$BIN" face-check --json "${sets[@]}" > "$OUT/verdicts.jsonl" 2> /dev/null || true
+# shellcheck disable=SC2086 # FACE_CHECK_ARGS is a list of options
+"$BIN" face-check --json ${FACE_CHECK_ARGS:-} "${sets[@]}" > "$OUT/verdicts.jsonl" 2> /dev/null || true
 python3 - "$OUT/verdicts.jsonl" "$OUT" <<'PY'
 import collections, json, os, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]

@@ -4,7 +4,11 @@
 /// writes JPEG) and not where the detections come from (FaceDetector).
 package enum DetectionDrawing {
     /// `photo` (turned to RGB) with `detections` drawn; lines scale with the photo's size.
-    package static func draw(_ detections: [Detection], on photo: Image) -> Image {
+    /// `colours`, one per detection, replaces the score's colour (the admin page colours by decision).
+    package static func draw(
+        _ detections: [Detection], on photo: Image, colours: [(UInt8, UInt8, UInt8)]? = nil
+    ) -> Image {
+        precondition(colours == nil || colours!.count == detections.count, "one colour per detection")
         let rgb = photo.channels == 3 ? photo : photo.converted(channels: 3)
         var pixels = rgb.pixels
         let (width, height) = (rgb.width, rgb.height)
@@ -24,9 +28,11 @@ package enum DetectionDrawing {
             (40, 120, 255), (40, 120, 255), (255, 220, 0), (255, 0, 200), (255, 0, 200),
         ]
         // Worst first, so the best box is drawn on top where boxes cross.
-        for detection in detections.sorted(by: { $0.score < $1.score }) {
+        for index in detections.indices.sorted(by: { detections[$0].score < detections[$1].score }) {
+            let detection = detections[index]
             let share = min(max((detection.score - 0.5) * 2, 0), 1)
-            let colour = (UInt8(255 * (1 - share)), UInt8(200 * share + 55 * (1 - share)), UInt8(40))
+            let colour =
+                colours?[index] ?? (UInt8(255 * (1 - share)), UInt8(200 * share + 55 * (1 - share)), UInt8(40))
             let box = detection.box
             let (left, top) = (Int(box.x.rounded()), Int(box.y.rounded()))
             let (right, bottom) = (Int(box.right.rounded()), Int(box.bottom.rounded()))

@@ -27,6 +27,9 @@ package struct DetectorModel: Sendable {
         package var metrics: [String: Double]
         package var provenance: String
         package var license: String
+        /// The detector whose weights training started from ("name vN, weights.h5 SHA-256 ..."),
+        /// or nil for random weights. Absent in manifests written before it existed.
+        package var startedFrom: String?
 
         package init(
             name: String, version: Int, facetrainVersion: String, architecture: String, definition: ModelDefinition,
@@ -82,6 +85,8 @@ package struct DetectorModel: Sendable {
     package var model: TrainedModel
     /// Where it was loaded from ("builtin" or a folder).
     package var source: String
+    /// SHA-256 of its weights.h5: names the weights a training started from.
+    package var weightsChecksum = ""
 
     static let files = ["manifest.json", "weights.h5"]
 
@@ -91,6 +96,8 @@ package struct DetectorModel: Sendable {
         "Trained on the detection set \(set); these weights derive from its photos and labels and carry their "
             + "terms. faces_in_photos holds WIDER FACE photos (CC BY-NC-ND 4.0: non-commercial research only) with "
             + "landmarks from YuNet (Apache-2.0): a detector trained on it is for non-commercial research only."
+            + (set.contains("crops")
+                ? " Its crop scenes hold CelebA crops (non-commercial research only) with YuNet's landmarks." : "")
     }
 
     /// `--detector`: "builtin" or a detector folder.
@@ -179,7 +186,9 @@ package struct DetectorModel: Sendable {
             let model = TrainedModel(definition: manifest.definition, weights: weights)
             // A definition or weights that do not make a network are damage, found here, not later.
             _ = try Network(model: model)
-            return DetectorModel(manifest: manifest, model: model, source: source)
+            var detector = DetectorModel(manifest: manifest, model: model, source: source)
+            detector.weightsChecksum = SHA256.hash(contents["weights.h5"]!)
+            return detector
         } catch {
             throw .damaged(detector: source, file: "weights.h5", reason: "\(error)")
         }

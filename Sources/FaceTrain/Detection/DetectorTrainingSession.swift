@@ -104,16 +104,26 @@ package final class DetectorTrainingSession: @unchecked Sendable {
     package let checkpointURL: URL
     private lazy var checkpointLock = CheckpointLock(checkpointURL: checkpointURL)
     let loss: DetectionLoss
+    package let startingPoint: DetectorModel?
 
     /// Decodes every photo of `split` once (they stay in memory: 1,905 photos of 640 px are 1.7 GB).
+    /// `startingPoint` continues from a trained detector's weights (its network must be
+    /// `definition`) instead of random ones.
     package init(
         set: DetectionSet, split: String, configuration: DetectorTrainingConfiguration, definition: ModelDefinition,
-        checkpointDirectory: URL
+        startingPoint: DetectorModel? = nil, checkpointDirectory: URL
     ) throws {
         try configuration.validate()
+        if let startingPoint, startingPoint.model.definition != definition {
+            throw ConfigurationError(
+                option: "from",
+                message: "--from \(startingPoint.source) is a different network from the one this training builds "
+                    + "(input size or layers differ); start from a detector trained with the same --input-size")
+        }
         self.set = set
         self.configuration = configuration
         self.definition = definition
+        self.startingPoint = startingPoint
         loss = DetectionLoss(landmarkWeight: configuration.landmarkWeight)
         let photos = try set.photos(inSplit: split)
         // A seeded share of the photos, drawn by file name so the draw does not depend on order.
@@ -140,7 +150,8 @@ package final class DetectorTrainingSession: @unchecked Sendable {
         heldOutImages = try Self.decode(heldOut, of: set)
         let recipe = (try? JSONText.data(configuration, pretty: false)) ?? Data()
         let network = (try? JSONText.data(definition, pretty: false)) ?? Data()
-        key = SHA256.hash(Data(set.fingerprint.utf8) + Data(split.utf8) + recipe + network)
+        let start = Data((startingPoint?.weightsChecksum ?? "").utf8)
+        key = SHA256.hash(Data(set.fingerprint.utf8) + Data(split.utf8) + recipe + network + start)
         checkpointURL = checkpointDirectory.appendingPathComponent("detector-\(key.prefix(16)).checkpoint")
     }
 
@@ -323,15 +334,19 @@ package final class DetectorTrainingSession: @unchecked Sendable {
     /// A new network (its score biases at the prior) and optimizer, or the checkpoint's.
     private func start(resume: Bool, batchCount: Int) throws(FitError) -> RunState {
         var network: Network
-        do { network = try Network(definition: definition, seed: configuration.seed) } catch {
-            throw .engine("\(error)")
-        }
-        // Every cell starts out scoring about 0.01, not 0.5: thousands of background cells at 0.5
-        // would swamp the few faces' loss in the first steps (RetinaNet's prior).
-        let headBiases = Set(definition.outputLayers.map { "\(definition.layerNames[$0]).bias" })
-        network.updateParameters { key, parameter in
-            guard headBiases.contains(key) else { return }
-            parameter.value.scalars[DetectionHeads.scoreChannel] = Float(-log((1 - 0.01) / 0.01))
+        if let startingPoint {
+            do { network = try Network(model: startingPoint.model) } catch { throw .engine("\(error)") }
+        } else {
+            do { network = try Network(definition: definition, seed: configuration.seed) } catch {
+                throw .engine("\(error)")
+            }
+            // Every cell starts out scoring about 0.01, not 0.5: thousands of background cells at 0.5
+            // would swamp the few faces' loss in the first steps (RetinaNet's prior).
+            let headBiases = Set(definition.outputLayers.map { "\(definition.layerNames[$0]).bias" })
+            network.updateParameters { key, parameter in
+                guard headBiases.contains(key) else { return }
+                parameter.value.scalars[DetectionHeads.scoreChannel] = Float(-log((1 - 0.01) / 0.01))
+            }
         }
         let optimizer = SGD(momentum: Float(configuration.momentum), weightDecay: Float(configuration.weightDecay))
         var state = RunState(network: network, optimizer: optimizer)

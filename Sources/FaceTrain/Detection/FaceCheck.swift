@@ -48,8 +48,14 @@ package struct FaceCheckThresholds: Sendable, Equatable {
     package var cropShare: Double
 
     package static let standard = FaceCheckThresholds(
-        faceScore: 0.35, secondAreaRatio: 0.5, minimumFaceHeight: 24, minimumBrightness: 20, minimumSharpness: 0.05,
+        faceScore: 0.4, secondAreaRatio: 0.5, minimumFaceHeight: 24, minimumBrightness: 20, minimumSharpness: 0.05,
         cropShare: 0.4)
+
+    /// Whether a face this high fills an image this high: a crop, used as it is, not a photo to
+    /// cut the face out of.
+    package func isCrop(faceHeight: Double, imageHeight: Int) -> Bool {
+        faceHeight / Double(max(1, imageHeight)) >= cropShare
+    }
 }
 
 /// The check's verdict on one image.
@@ -77,9 +83,9 @@ package struct FaceCheck: Sendable {
     static let measureSide = 48
     /// Padding added on every side, as a share of the image's side: a tight crop's face touches the
     /// border, where the detector learnt no faces.
-    static let padding = 0.25
+    package static let padding = 0.25
     /// Detections below this score are not looked at.
-    static let scoreFloor = 0.05
+    package static let scoreFloor = 0.05
 
     package init(detector: FaceDetector, thresholds: FaceCheckThresholds = .standard) {
         self.detector = detector
@@ -89,7 +95,7 @@ package struct FaceCheck: Sendable {
     /// Measures `image` (any size, 1 or 3 channels) and decides. Which face counts and the
     /// face-count and size rules are CropPlanner's, the same as `facetrain crop`'s.
     package mutating func examine(_ image: Image) -> FaceCheckResult {
-        decide(image, detections: detectPadded(image))
+        decide(image, detections: detector.detect(in: image, padding: Self.padding, scoreFloor: Self.scoreFloor))
     }
 
     /// The verdict on `image` given its detections (in its pixels): the rules without the network.
@@ -122,7 +128,7 @@ package struct FaceCheck: Sendable {
             result.refusal = .tooDark(brightness: measures.brightness)
         } else if measures.sharpness < thresholds.minimumSharpness {
             result.refusal = .tooBlurry(sharpness: measures.sharpness)
-        } else if measures.faceShare < thresholds.cropShare {
+        } else if !thresholds.isCrop(faceHeight: face.box.height, imageHeight: image.height) {
             if planned.outsideFraction > limit {
                 result.refusal = .mostlyOutside(fraction: planned.outsideFraction)
             } else {
@@ -141,57 +147,6 @@ package struct FaceCheck: Sendable {
             return ranges[part].map { body(&check, $0) }
         }
         return Array(parts.joined())
-    }
-
-    /// The detections of `image` padded with grey on every side, in the image's own pixels. The
-    /// image is first shrunk to the detector's longer side, as `detect` would, so a photo's faces
-    /// are seen at the scale the detector learnt.
-    private mutating func detectPadded(_ image: Image) -> [Detection] {
-        let longer = max(image.width, image.height)
-        let shrink = longer > detector.maximumSide ? Double(detector.maximumSide) / Double(longer) : 1
-        let shrunk =
-            shrink < 1
-            ? image.resized(
-                width: max(1, Int((Double(image.width) * shrink).rounded())),
-                height: max(1, Int((Double(image.height) * shrink).rounded())))
-            : image
-        let padX = Int((Double(shrunk.width) * Self.padding).rounded())
-        let padY = Int((Double(shrunk.height) * Self.padding).rounded())
-        let padded = Self.padded(shrunk.converted(channels: 3), horizontal: padX, vertical: padY)
-        let saved = detector.maximumSide
-        detector.maximumSide = max(saved, padded.width, padded.height)
-        defer { detector.maximumSide = saved }
-        let scaleX = Double(image.width) / Double(shrunk.width)
-        let scaleY = Double(image.height) / Double(shrunk.height)
-        return detector.detect(in: padded, scoreFloor: Self.scoreFloor).map { found in
-            func back(_ point: FacePoint) -> FacePoint {
-                FacePoint(x: (point.x - Double(padX)) * scaleX, y: (point.y - Double(padY)) * scaleY)
-            }
-            let corner = back(FacePoint(x: found.box.x, y: found.box.y))
-            return Detection(
-                box: DetectionBox(
-                    x: corner.x, y: corner.y, width: found.box.width * scaleX, height: found.box.height * scaleY),
-                score: found.score, landmarks: found.landmarks.map(back))
-        }
-    }
-
-    /// `image` (3 channels) with `horizontal` grey columns on the left and right and `vertical`
-    /// rows above and below: the grey the detector saw outside photos in training.
-    static func padded(_ image: Image, horizontal: Int, vertical: Int) -> Image {
-        let width = image.width + 2 * horizontal
-        let height = image.height + 2 * vertical
-        let grey = UInt8(DetectionResampling.outsideValue.rounded(.down))
-        var pixels = [UInt8](repeating: grey, count: width * height * 3)
-        image.pixels.withUnsafeBufferPointer { source in
-            pixels.withUnsafeMutableBufferPointer { target in
-                for row in 0..<image.height {
-                    let from = row * image.width * 3
-                    let to = ((row + vertical) * width + horizontal) * 3
-                    for index in 0..<(image.width * 3) { target[to + index] = source[from + index] }
-                }
-            }
-        }
-        return Image(width: width, height: height, channels: 3, pixels: pixels)
     }
 
     /// Sharpness and brightness of `face` (see FaceCheckMeasures), on its aligned grey crop of

@@ -28,6 +28,59 @@ package struct FaceDetector: Sendable {
         decoder.scoreFloor = scoreFloor
         return decoder.decode(heads: heads, image: 0, letterbox: input.placement)
     }
+
+    /// The faces of `image` with `padding` x its side of grey added on every side, in the image's
+    /// own pixels: a tight crop's face touches the border, where the detector learnt no faces. The
+    /// image is first shrunk to `maximumSide`, as `detect` would, so faces are seen at the scale the
+    /// detector learnt; the padding comes on top.
+    package mutating func detect(in image: Image, padding: Double, scoreFloor: Double) -> [Detection] {
+        guard padding > 0 else { return detect(in: image, scoreFloor: scoreFloor) }
+        let longer = max(image.width, image.height)
+        let shrink = longer > maximumSide ? Double(maximumSide) / Double(longer) : 1
+        let shrunk =
+            shrink < 1
+            ? image.resized(
+                width: max(1, Int((Double(image.width) * shrink).rounded())),
+                height: max(1, Int((Double(image.height) * shrink).rounded())))
+            : image
+        let padX = Int((Double(shrunk.width) * padding).rounded())
+        let padY = Int((Double(shrunk.height) * padding).rounded())
+        let padded = Self.padded(shrunk.converted(channels: 3), horizontal: padX, vertical: padY)
+        let saved = maximumSide
+        maximumSide = max(saved, padded.width, padded.height)
+        defer { maximumSide = saved }
+        let scaleX = Double(image.width) / Double(shrunk.width)
+        let scaleY = Double(image.height) / Double(shrunk.height)
+        return detect(in: padded, scoreFloor: scoreFloor).map { found in
+            func back(_ point: FacePoint) -> FacePoint {
+                FacePoint(x: (point.x - Double(padX)) * scaleX, y: (point.y - Double(padY)) * scaleY)
+            }
+            let corner = back(FacePoint(x: found.box.x, y: found.box.y))
+            return Detection(
+                box: DetectionBox(
+                    x: corner.x, y: corner.y, width: found.box.width * scaleX, height: found.box.height * scaleY),
+                score: found.score, landmarks: found.landmarks.map(back))
+        }
+    }
+
+    /// `image` (3 channels) with `horizontal` grey columns on the left and right and `vertical`
+    /// rows above and below: the grey the detector saw outside photos in training.
+    static func padded(_ image: Image, horizontal: Int, vertical: Int) -> Image {
+        let width = image.width + 2 * horizontal
+        let height = image.height + 2 * vertical
+        let grey = UInt8(DetectionResampling.outsideValue.rounded(.down))
+        var pixels = [UInt8](repeating: grey, count: width * height * 3)
+        image.pixels.withUnsafeBufferPointer { source in
+            pixels.withUnsafeMutableBufferPointer { target in
+                for row in 0..<image.height {
+                    let from = row * image.width * 3
+                    let to = ((row + vertical) * width + horizontal) * 3
+                    for index in 0..<(image.width * 3) { target[to + index] = source[from + index] }
+                }
+            }
+        }
+        return Image(width: width, height: height, channels: 3, pixels: pixels)
+    }
 }
 
 extension FaceDetector {

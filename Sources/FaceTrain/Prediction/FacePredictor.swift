@@ -113,18 +113,7 @@ public struct FacePredictor {
                 decoded.append(.failure(error))
             }
         }
-        let samples = decoded.compactMap { result -> FaceSample? in
-            guard case .success(let image) = result else { return nil }
-            return FaceSample(
-                path: "", label: 0, contentHash: "", image: image, originalWidth: image.width,
-                originalHeight: image.height)
-        }
-        var rows: [[Float]] = []
-        if !samples.isEmpty {
-            let output = try network.probabilities(for: Inference.batch(samples[...], input: input))
-            let width = output.shape[1]
-            rows = (0..<samples.count).map { Array(output.scalars[($0 * width)..<(($0 + 1) * width)]) }
-        }
+        let rows = try probabilityRows(decoded.compactMap { try? $0.get() })
         var next = 0
         return zip(files, decoded).map { file, result in
             switch result {
@@ -135,6 +124,39 @@ public struct FacePredictor {
                 return .classified(classification(of: file.relativePath, probabilities: rows[next]))
             }
         }
+    }
+
+    /// Classifies images already in memory (any size, 1 or 3 channels), prepared as files are;
+    /// `names[i]` is image i's `file` in its classification.
+    public mutating func classify(images: [Image], names: [String]) throws -> [ImageClassification] {
+        precondition(images.count == names.count, "one name per image")
+        let input = definition.input
+        var classifications: [ImageClassification] = []
+        var start = 0
+        while start < images.count {
+            let end = min(start + Self.batchSize, images.count)
+            let pixels = images[start..<end].map {
+                $0.converted(channels: input.channels).resized(width: input.width, height: input.height)
+            }
+            for (name, row) in zip(names[start..<end], try probabilityRows(pixels)) {
+                classifications.append(classification(of: name, probabilities: row))
+            }
+            start = end
+        }
+        return classifications
+    }
+
+    /// The softmax rows of images already at the network's input size and channels.
+    private mutating func probabilityRows(_ images: [Image]) throws -> [[Float]] {
+        guard !images.isEmpty else { return [] }
+        let samples = images.map { image in
+            FaceSample(
+                path: "", label: 0, contentHash: "", image: image, originalWidth: image.width,
+                originalHeight: image.height)
+        }
+        let output = try network.probabilities(for: Inference.batch(samples[...], input: definition.input))
+        let width = output.shape[1]
+        return (0..<samples.count).map { Array(output.scalars[($0 * width)..<(($0 + 1) * width)]) }
     }
 
     /// Ranks one probability row and applies the accept threshold.

@@ -29,6 +29,10 @@ struct Crop: Command {
             .option("min-face", "px", "Refuse faces whose box is less high than this.", default: "24"),
             .option(
                 "max-side", "px", "Shrink photos whose longer side is above this before detecting.", default: "640"),
+            .option(
+                "pad", "share",
+                "Grey border added on every side before detecting, as a share of the side: 0.25 finds the faces of "
+                    + "tight face crops (as the face check does); 0 suits photos.", default: "0"),
             .flag(
                 "json",
                 "Print one JSON object per line per photo: file, width, height, crops (file, score, box, "
@@ -41,6 +45,7 @@ struct Crop: Command {
     let detector: String
     let planner: CropPlanner
     let maximumSide: Int
+    let padding: Double
     let json: Bool
 
     init(arguments: ParsedArguments) throws {
@@ -86,6 +91,10 @@ struct Crop: Command {
         maximumSide = try arguments.required("max-side")
         guard (32...8192).contains(maximumSide) else {
             throw UsageError(message: "--max-side must be 32...8192 pixels, got \(maximumSide)")
+        }
+        padding = try arguments.required("pad")
+        guard (0...1).contains(padding) else {
+            throw UsageError(message: "--pad must be between 0 and 1, got \(padding)")
         }
         json = arguments.flag("json")
     }
@@ -133,7 +142,8 @@ struct Crop: Command {
             }
             (record.width, record.height) = (photo.width, photo.height)
             let plan = planner.plan(
-                faceDetector.detect(in: photo, scoreFloor: planner.threshold), photoWidth: photo.width,
+                faceDetector.detect(in: photo, padding: padding, scoreFloor: planner.threshold),
+                photoWidth: photo.width,
                 photoHeight: photo.height)
             if let refusal = plan.refusal {
                 (record.refused, record.detail) = (refusal.name, refusal.description)

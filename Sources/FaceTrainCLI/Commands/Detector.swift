@@ -32,12 +32,17 @@ struct DetectorTrain: Command {
             TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
             .option("name", "text", "Name recorded in the detector manifest.", default: "facetrain-detector"),
             .option("version", "n", "Version recorded in the detector manifest.", default: "1"),
+            .option(
+                "from", "detector",
+                "Start from this detector's weights (builtin or a folder) instead of random ones: a finetune. "
+                    + "Its input size must match --input-size."),
             TrainingOptions.resume,
             TrainingOptions.jsonEvents,
         ]
     }
 
     let data: URL
+    let from: String?
     let out: URL
     let split: String
     let configuration: DetectorTrainingConfiguration
@@ -67,6 +72,7 @@ struct DetectorTrain: Command {
         guard version >= 1 else { throw UsageError(message: "--version must be a positive integer") }
         resume = arguments.flag("resume")
         json = arguments.flag("json")
+        from = arguments.string("from")
     }
 
     func run() throws -> ExitCode {
@@ -75,8 +81,9 @@ struct DetectorTrain: Command {
         let printer = ProgressPrinter(json: json)
         let set = try DetectionSet.load(data)
         let definition = ModelDefinition.denseDetector(inputSize: configuration.augmentation.outputSize)
+        let startingPoint = try from.map { option throws(DetectorModelError) in try DetectorModel.resolve(option) }
         let session = try DetectorTrainingSession(
-            set: set, split: split, configuration: configuration, definition: definition,
+            set: set, split: split, configuration: configuration, definition: definition, startingPoint: startingPoint,
             checkpointDirectory: out.deletingLastPathComponent().appendingPathComponent(".checkpoints"))
         let progress = DetectorProgress(printer: printer)
         let (model, history) = try session.run(resume: resume, observer: progress) { interruptRequested }
@@ -86,7 +93,7 @@ struct DetectorTrain: Command {
             metrics["held_out.ap.\(category)"] = value
         }
         let faces = session.training.reduce(0) { $0 + $1.faces.count }
-        let manifest = DetectorModel.Manifest(
+        var manifest = DetectorModel.Manifest(
             name: name, version: version, facetrainVersion: FaceTrainVersion.string, architecture: "det-dense",
             definition: model.definition, strides: DetectionHeads.strides,
             data: .init(
@@ -103,6 +110,12 @@ struct DetectorTrain: Command {
                 + "\(set.root.standardizedFileURL.lastPathComponent) (fingerprint \(set.fingerprint.prefix(16))), less "
                 + "its held-out photos, with the recipe below.",
             license: DetectorModel.licenseNote(set: set.root.standardizedFileURL.lastPathComponent))
+        if let startingPoint {
+            manifest.startedFrom =
+                "\(startingPoint.manifest.name) v\(startingPoint.manifest.version), weights.h5 SHA-256 "
+                + startingPoint.weightsChecksum
+            manifest.provenance += " Started from the weights of \(manifest.startedFrom!)."
+        }
         try DetectorModel.write(manifest: manifest, model: model, to: out)
         session.removeCheckpoint()
         if json {

@@ -193,4 +193,53 @@ struct DetectorPipelineTests {
         #expect(resumed.history.map(\.loss) == straight.history.map(\.loss))
         #expect(straight.history.count == 2 && straight.history.allSatisfy { $0.heldOutAveragePrecision != nil })
     }
+
+    /// `--from`: a finetune starts from the given detector's weights (its first epoch's loss is that
+    /// of a trained network, below a fresh one's), keeps its own checkpoint, and a detector of
+    /// another input size is refused by option name.
+    @Test func finetuningStartsFromTheGivenWeights() throws {
+        let folder = Self.temporaryFolder("detector-finetune")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let scenes = folder.appendingPathComponent("scenes")
+        _ = try SyntheticScenes.generate(
+            configuration: SceneConfiguration(outputDirectory: scenes, sceneCount: 24, seed: 4, maximumSide: 128))
+        let set = try DetectionSet.load(scenes)
+        var configuration = DetectorTrainingConfiguration()
+        configuration.epochs = 6
+        configuration.batchSize = 4
+        configuration.holdOut = 0.2
+        configuration.measureEvery = 6
+        configuration.augmentation.outputSize = 64
+        let definition = ModelDefinition.denseDetector(inputSize: 64)
+        func session(_ name: String, from startingPoint: DetectorModel?) throws -> DetectorTrainingSession {
+            try DetectorTrainingSession(
+                set: set, split: "train", configuration: configuration, definition: definition,
+                startingPoint: startingPoint, checkpointDirectory: folder.appendingPathComponent(name))
+        }
+        let trained = try session("first", from: nil).run(resume: false, observer: nil)
+        let path = folder.appendingPathComponent("detector")
+        try DetectorModel.write(manifest: Self.manifest(for: trained.model), model: trained.model, to: path)
+        let start = try DetectorModel.load(from: path)
+        #expect(start.weightsChecksum.count == 64)
+
+        configuration.epochs = 1
+        let fresh = try session("fresh", from: nil)
+        let finetune = try session("finetune", from: start)
+        #expect(finetune.checkpointURL != fresh.checkpointURL)
+        let freshLoss = try #require(try fresh.run(resume: false, observer: nil).history.first?.loss)
+        let finetuneLoss = try #require(try finetune.run(resume: false, observer: nil).history.first?.loss)
+        let trainedLastLoss = try #require(trained.history.last?.loss)
+        // A fresh network's first epoch is far above where six epochs ended; the finetune starts there.
+        #expect(finetuneLoss < (freshLoss + trainedLastLoss) / 2, "finetune \(finetuneLoss), fresh \(freshLoss)")
+
+        let other = try Network(definition: ModelDefinition.denseDetector(inputSize: 96), seed: 3).trainedModel
+        let otherPath = folder.appendingPathComponent("other")
+        try DetectorModel.write(manifest: Self.manifest(for: other), model: other, to: otherPath)
+        let mismatch = try DetectorModel.load(from: otherPath)
+        #expect {
+            _ = try session("mismatch", from: mismatch)
+        } throws: { error in
+            (error as? ConfigurationError)?.option == "from"
+        }
+    }
 }

@@ -142,7 +142,7 @@ struct FaceCheckTests {
 
     @Test func paddingIsMidGreyAroundTheImage() {
         let image = Image(width: 2, height: 1, channels: 3, pixels: [10, 20, 30, 40, 50, 60])
-        let padded = FaceCheck.padded(image, horizontal: 1, vertical: 1)
+        let padded = FaceDetector.padded(image, horizontal: 1, vertical: 1)
         #expect(padded.width == 4 && padded.height == 3)
         #expect(Array(padded.pixels[15..<21]) == [10, 20, 30, 40, 50, 60])
         #expect(padded.pixels[0] == 127 && padded.pixels[35] == 127)

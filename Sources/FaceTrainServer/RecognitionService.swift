@@ -1,0 +1,86 @@
+import FaceTrain
+import Foundation
+
+/// What `POST /v1/recognize` and `POST /v1/users/{id}/verify` run: the builtin detector and the
+/// model of the published version (or the one asked for), one predictor kept per version so a
+/// request does not reread weights. Not HTTP (ServerRoutes) and not the rules of recognition
+/// (FaceRecognizer).
+final class RecognitionService: @unchecked Sendable {
+    private let repository: ModelRepository
+    private let lock = NSLock()
+    private var detector: FaceDetector?
+    /// Predictors by version, the most recently used last; at most `cachedVersions`.
+    private var predictors: [(version: Int, predictor: FacePredictor)] = []
+    static let cachedVersions = 3
+    /// The detector's best face score per crop SHA-256 (crops never change, so it never goes stale).
+    private var scores: [String: Double] = [:]
+
+    init(repository: ModelRepository) {
+        self.repository = repository
+    }
+
+    /// The faces of `image` and what version `version` (nil: the published one) says of each.
+    func recognize(_ image: Image, version: Int?) throws -> (version: Int, faces: [RecognizedFace]) {
+        let (version, detector, predictor) = try parts(version: version)
+        // This request's copies: each holds its own network buffers.
+        var recognizer = FaceRecognizer(detector: detector, predictor: predictor)
+        return (version, try recognizer.recognize(image))
+    }
+
+    /// The detector's best face score on each file (padded as the face check pads it; 0 when no
+    /// face is found), nil for a file that cannot be read; kept per SHA-256 in `hashes`.
+    func faceScores(_ files: [URL?], hashes: [String]) -> [Double?] {
+        guard var detector = try? loadedDetector() else { return files.map { _ in nil } }
+        return zip(files, hashes).map { file, hash in
+            if let known = (lock.withLock { scores[hash] }) { return known }
+            guard let file, let image = try? ImageDecoder.decode(contentsOf: file) else { return nil }
+            let score =
+                detector.detect(in: image, padding: FaceCheck.padding, scoreFloor: FaceCheck.scoreFloor)
+                .map(\.score).max() ?? 0
+            lock.withLock { scores[hash] = score }
+            return score
+        }
+    }
+
+    /// A copy of the builtin detector, loaded on first use.
+    private func loadedDetector() throws -> FaceDetector {
+        try lock.withLock {
+            if detector == nil {
+                let model = try DetectorModel.builtin()
+                detector = FaceDetector(model: model.model, strides: model.manifest.strides)
+            }
+            return detector!
+        }
+    }
+
+    private func parts(version asked: Int?) throws -> (Int, FaceDetector, FacePredictor) {
+        let version: Int
+        if let asked {
+            version = asked
+        } else {
+            guard let pointer = try repository.latestPointer() else {
+                throw ClientError(404, "no model is published yet; POST /v1/training trains and publishes one")
+            }
+            version = pointer.version
+        }
+        let detector = try loadedDetector()
+        lock.lock()
+        defer { lock.unlock() }
+        if let index = predictors.firstIndex(where: { $0.version == version }) {
+            let entry = predictors.remove(at: index)
+            predictors.append(entry)
+            return (version, detector, entry.predictor)
+        }
+        let url = repository.bundleURL(version: version)
+        guard FileSystem.kind(at: url) == .directory else {
+            throw ClientError(404, "there is no version \(version); GET /v1/models lists the versions")
+        }
+        let predictor: FacePredictor
+        do { predictor = try FacePredictor(bundle: try ModelBundle.open(url)) } catch {
+            throw ClientError(409, "version \(version) cannot be used: \(error)")
+        }
+        predictors.append((version, predictor))
+        if predictors.count > Self.cachedVersions { predictors.removeFirst() }
+        return (version, detector, predictor)
+    }
+}
