@@ -31,12 +31,13 @@ package struct FaceDetector: Sendable {
 
     /// The faces of `image` with `padding` x its side of grey added on every side, in the image's
     /// own pixels: a tight crop's face touches the border, where the detector learnt no faces. The
-    /// image is first shrunk to `maximumSide`, as `detect` would, so faces are seen at the scale the
-    /// detector learnt; the padding comes on top.
+    /// image is first shrunk so that, padded, it fits `maximumSide`: the network's cost stays that
+    /// of one `maximumSide` photo (a 640-px photo is seen at 427 px; crops that small are not shrunk).
     package mutating func detect(in image: Image, padding: Double, scoreFloor: Double) -> [Detection] {
         guard padding > 0 else { return detect(in: image, scoreFloor: scoreFloor) }
         let longer = max(image.width, image.height)
-        let shrink = longer > maximumSide ? Double(maximumSide) / Double(longer) : 1
+        let room = Double(maximumSide) / (1 + 2 * padding)
+        let shrink = Double(longer) > room ? room / Double(longer) : 1
         let shrunk =
             shrink < 1
             ? image.resized(
@@ -46,6 +47,7 @@ package struct FaceDetector: Sendable {
         let padX = Int((Double(shrunk.width) * padding).rounded())
         let padY = Int((Double(shrunk.height) * padding).rounded())
         let padded = Self.padded(shrunk.converted(channels: 3), horizontal: padX, vertical: padY)
+        // Rounding may take the padded side a pixel past the limit: it must not be shrunk again.
         let saved = maximumSide
         maximumSide = max(saved, padded.width, padded.height)
         defer { maximumSide = saved }
