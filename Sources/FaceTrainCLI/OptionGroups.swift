@@ -38,6 +38,27 @@ enum TrainingOptions {
     static let jsonEvents = OptionSpec.flag("json", "Print one JSON object per line per event (for CI logs).")
 }
 
+/// `--model` and `--models` (which bundle) and `--top` (classes listed): predict, recognize, eval.
+enum BundleOptions {
+    static let model = OptionSpec.option(
+        "model", "bundle", "Bundle directory, version number or 'latest'.", default: "latest")
+    static let models = OptionSpec.option(
+        "models", "dir", "Models folder that version numbers and 'latest' refer to.", default: "models")
+    static func top(_ help: String) -> OptionSpec { .option("top", "k", help, default: "3") }
+
+    /// The bundle the arguments name: `--model` in `--models`.
+    static func bundle(_ arguments: ParsedArguments) throws -> (model: String, models: URL) {
+        (try arguments.required("model"), URL(fileURLWithPath: try arguments.required("models")))
+    }
+
+    /// `--top`, at least 1.
+    static func top(_ arguments: ParsedArguments) throws -> Int {
+        let top: Int = try arguments.required("top")
+        guard top >= 1 else { throw UsageError(message: "The value '\(top)' is invalid for '--top <k>' (at least 1)") }
+        return top
+    }
+}
+
 /// `--min-images` and `--skip-bad`: how a data folder is read (data check, fit, serve).
 enum DataOptions {
     static func minimumImages(_ help: String = "Fewest crops a user may have.") -> OptionSpec {

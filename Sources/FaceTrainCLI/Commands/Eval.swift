@@ -8,8 +8,7 @@ struct Eval: Command {
         "Score a bundle: user accuracy, per-user precision/recall, how often strangers and non-faces get in."
     static var options: [OptionSpec] {
         [
-            .option("model", "bundle", "Bundle directory, version number or 'latest'.", default: "latest"),
-            .option("models", "dir", "Models folder that version numbers and 'latest' refer to.", default: "models"),
+            BundleOptions.model, BundleOptions.models,
             .option(
                 "data", "dir",
                 "Score every crop here (folder = true label; folders the model does not know count as unknown people). "
@@ -35,8 +34,7 @@ struct Eval: Command {
 
     init(arguments: ParsedArguments) throws {
         try arguments.expectPositionals(atMost: 0)
-        model = try arguments.required("model")
-        models = URL(fileURLWithPath: try arguments.required("models"))
+        (model, models) = try BundleOptions.bundle(arguments)
         data = arguments.string("data").map { URL(fileURLWithPath: $0) }
         targetFalseAcceptRate = try arguments.required("target-far")
         let rate = targetFalseAcceptRate

@@ -9,9 +9,8 @@ struct Predict: Command {
     static let arguments = "<image>..."
     static var options: [OptionSpec] {
         [
-            .option("model", "bundle", "Bundle directory, version number or 'latest'.", default: "latest"),
-            .option("models", "dir", "Models folder that version numbers and 'latest' refer to.", default: "models"),
-            .option("top", "k", "Classes listed per image, most probable first.", default: "3"),
+            BundleOptions.model, BundleOptions.models,
+            BundleOptions.top("Classes listed per image, most probable first."),
             .flag("json", "Print one JSON object per line per image, with every class's probability."),
         ]
     }
@@ -25,10 +24,8 @@ struct Predict: Command {
     init(arguments: ParsedArguments) throws {
         images = arguments.positionals
         guard !images.isEmpty else { throw UsageError(message: "Missing expected argument '<image>...'") }
-        model = try arguments.required("model")
-        models = URL(fileURLWithPath: try arguments.required("models"))
-        top = try arguments.required("top")
-        guard top >= 1 else { throw UsageError(message: "The value '\(top)' is invalid for '--top <k>' (at least 1)") }
+        (model, models) = try BundleOptions.bundle(arguments)
+        top = try BundleOptions.top(arguments)
         json = arguments.flag("json")
     }
 

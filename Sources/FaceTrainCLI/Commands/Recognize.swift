@@ -11,12 +11,11 @@ struct Recognize: Command {
     static let arguments = "<image>..."
     static var options: [OptionSpec] {
         [
-            .option("model", "bundle", "Bundle directory, version number or 'latest'.", default: "latest"),
-            .option("models", "dir", "Models folder that version numbers and 'latest' refer to.", default: "models"),
+            BundleOptions.model, BundleOptions.models,
             .option(
                 "detector", "dir", "Detector folder written by `facetrain detector train`, or builtin.",
                 default: "builtin"),
-            .option("top", "k", "Classes listed per face, most probable first.", default: "3"),
+            BundleOptions.top("Classes listed per face, most probable first."),
             .flag(
                 "json",
                 "Print one JSON object per line per image: file, width, height and faces (box, score, landmarks, "
@@ -34,11 +33,9 @@ struct Recognize: Command {
     init(arguments: ParsedArguments) throws {
         images = arguments.positionals
         guard !images.isEmpty else { throw UsageError(message: "Missing expected argument '<image>...'") }
-        model = try arguments.required("model")
-        models = URL(fileURLWithPath: try arguments.required("models"))
+        (model, models) = try BundleOptions.bundle(arguments)
         detector = try arguments.required("detector")
-        top = try arguments.required("top")
-        guard top >= 1 else { throw UsageError(message: "The value '\(top)' is invalid for '--top <k>' (at least 1)") }
+        top = try BundleOptions.top(arguments)
         json = arguments.flag("json")
     }
 
