@@ -116,6 +116,8 @@ struct CropCommandTests {
             ["--in", folder, "--out", "/nonexistent/x", "--template", "square"],
             ["--in", folder, "--out", "/nonexistent/x", "--threshold", "2"],
             ["--in", folder, "--out", "/nonexistent/x", "--size", "8"],
+            ["--in", folder, "--out", "/nonexistent/x", "--pad", "1.5"],
+            ["--in", folder, "--out", "/nonexistent/x", "--pad", "-0.1"],
             ["--in", "/nonexistent/photos", "--out", "/nonexistent/x"],
         ] {
             #expect(throws: UsageError.self) { _ = try Crop(arguments: try ParsedArguments(bad, specs: Crop.options)) }

@@ -249,6 +249,10 @@ struct ExportAndPredictTests {
         let text = try CLIRunner.run(["recognize", "--model", bundle.path, wall.path, photo.path])
         #expect(text.status == 0 && text.standardOutput.contains("\(wall.path): no face found"))
         #expect(text.standardOutput.contains("\(photo.path): 2 faces"), "\(text.standardOutput)")
+        #expect(try CLIRunner.run(["recognize", "--model", bundle.path]).status == 64)
+        #expect(try CLIRunner.run(["recognize", "--model", bundle.path, "--top", "0", crops[0]]).status == 64)
+        let missing = try CLIRunner.run(["recognize", "--model", root.appendingPathComponent("none").path, crops[0]])
+        #expect(missing.status == 1 && !missing.standardError.isEmpty)
     }
 
     // MARK: The proof: real crops, real consumers
