@@ -119,18 +119,21 @@ public final class FaceServer: @unchecked Sendable {
         routes.baseURL = configuration.baseURL
         routes.secureCookies = configuration.tls != nil
         let log = configuration.log
+        // Every answer, early or not, is counted and logged the same way.
+        let record: @Sendable (HTTPRequest, HTTPResponse, String, Double) -> Void = {
+            request, response, route, seconds in
+            metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: seconds)
+            log(request.method, request.path, response.status, seconds * 1000)
+        }
         let preflight: HTTPServer.Preflight = { [routes] request in
             guard let (response, route) = routes.preflight(request) else { return nil }
-            metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: 0)
-            log(request.method, request.path, response.status, 0)
+            record(request, response, route, 0)
             return response
         }
         let handler: HTTPServer.Handler = { [routes] request in
             let started = Date()
             let (response, route) = routes.respond(request)
-            let seconds = Date().timeIntervalSince(started)
-            metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: seconds)
-            log(request.method, request.path, response.status, seconds * 1000)
+            record(request, response, route, Date().timeIntervalSince(started))
             return response
         }
         http = try HTTPServer(

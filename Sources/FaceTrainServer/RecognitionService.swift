@@ -34,9 +34,7 @@ final class RecognitionService: @unchecked Sendable {
         return zip(files, hashes).map { file, hash in
             if let known = (lock.withLock { scores[hash] }) { return known }
             guard let file, let image = try? ImageDecoder.decode(contentsOf: file) else { return nil }
-            let score =
-                detector.detect(in: image, padding: FaceCheck.padding, scoreFloor: FaceCheck.scoreFloor)
-                .map(\.score).max() ?? 0
+            let score = FaceCheck.detections(in: image, by: &detector).map(\.score).max() ?? 0
             lock.withLock { scores[hash] = score }
             return score
         }

@@ -34,6 +34,16 @@ struct DetectCommandTests {
         #expect(detector.manifest.metrics.keys.contains("held_out.ap.all"))
         #expect(detector.manifest.license.contains("non-commercial research"))
         #expect(detector.manifest.data.fingerprint == (try DetectionSet.load(Self.fixture.scenes)).fingerprint)
+        #expect(detector.manifest.startedFrom == nil)
+        // A finetune from a detector that is not there names it, and writes nothing.
+        let out = Self.fixture.folder.appendingPathComponent("finetune")
+        let missing = Self.fixture.folder.appendingPathComponent("no-such-detector")
+        let refused = try CLIRunner.run([
+            "detector", "train", "--data", Self.fixture.scenes.path, "--out", out.path, "--from", missing.path,
+            "--input-size", "64", "--epochs", "1",
+        ])
+        #expect(refused.status == 1 && refused.standardError.contains(missing.path), "\(refused.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: out.path))
     }
 
     /// One JSON line per photo with the photo's size and, per face, a box of 4 numbers, a score in

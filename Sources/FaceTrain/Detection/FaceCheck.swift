@@ -56,6 +56,15 @@ package struct FaceCheckThresholds: Sendable, Equatable {
     package func isCrop(faceHeight: Double, imageHeight: Int) -> Bool {
         faceHeight / Double(max(1, imageHeight)) >= cropShare
     }
+
+    /// The crop planner with these thresholds' face score, minimum height and second-face ratio,
+    /// cutting `side`-pixel crops onto `template`: the check's and recognition's one set of rules.
+    package func planner(template: AlignmentTemplate, side: Int) -> CropPlanner {
+        var planner = CropPlanner(template: template, side: side, threshold: faceScore)
+        planner.minimumFaceHeight = minimumFaceHeight
+        planner.comparableAreaRatio = secondAreaRatio
+        return planner
+    }
 }
 
 /// The check's verdict on one image.
@@ -83,9 +92,9 @@ package struct FaceCheck: Sendable {
     static let measureSide = 48
     /// Padding added on every side, as a share of the image's side: a tight crop's face touches the
     /// border, where the detector learnt no faces.
-    package static let padding = 0.25
+    static let padding = 0.25
     /// Detections below this score are not looked at.
-    package static let scoreFloor = 0.05
+    static let scoreFloor = 0.05
 
     package init(detector: FaceDetector, thresholds: FaceCheckThresholds = .standard) {
         self.detector = detector
@@ -95,14 +104,17 @@ package struct FaceCheck: Sendable {
     /// Measures `image` (any size, 1 or 3 channels) and decides. Which face counts and the
     /// face-count and size rules are CropPlanner's, the same as `facetrain crop`'s.
     package mutating func examine(_ image: Image) -> FaceCheckResult {
-        decide(image, detections: detector.detect(in: image, padding: Self.padding, scoreFloor: Self.scoreFloor))
+        decide(image, detections: Self.detections(in: image, by: &detector))
+    }
+
+    /// What the check looks at: `detector`'s faces of `image` padded with grey, from the score floor up.
+    package static func detections(in image: Image, by detector: inout FaceDetector) -> [Detection] {
+        detector.detect(in: image, padding: padding, scoreFloor: scoreFloor)
     }
 
     /// The verdict on `image` given its detections (in its pixels): the rules without the network.
     package func decide(_ image: Image, detections: [Detection]) -> FaceCheckResult {
-        var planner = CropPlanner(template: template, side: cropSide, threshold: thresholds.faceScore)
-        planner.minimumFaceHeight = thresholds.minimumFaceHeight
-        planner.comparableAreaRatio = thresholds.secondAreaRatio
+        var planner = thresholds.planner(template: template, side: cropSide)
         let limit = planner.maximumOutsideFraction
         // A crop's face fills it, so its aligned frame may reach past the edges: judged below, for
         // photos only.

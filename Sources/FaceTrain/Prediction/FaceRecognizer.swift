@@ -21,9 +21,8 @@ package struct FaceRecognizer {
     /// The faces of `image`, largest first, each with what the model says of it. Faces too small
     /// to recognise (under the check's minimum height) are left out; none found gives [].
     package mutating func recognize(_ image: Image) throws -> [RecognizedFace] {
-        let detections = detector.detect(in: image, padding: FaceCheck.padding, scoreFloor: FaceCheck.scoreFloor)
-        var planner = CropPlanner(template: template, side: cropSide, threshold: thresholds.faceScore)
-        planner.minimumFaceHeight = thresholds.minimumFaceHeight
+        let detections = FaceCheck.detections(in: image, by: &detector)
+        var planner = thresholds.planner(template: template, side: cropSide)
         planner.everyFace = true
         // A face at the photo's edge is still someone: its crop repeats the edge, and it is answered.
         planner.maximumOutsideFraction = 1
