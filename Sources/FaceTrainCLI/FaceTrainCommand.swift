@@ -48,7 +48,7 @@ struct FaceTrainCommand {
             DataCheck.self, Synth.self, Pretrain.self, Fit.self, Eval.self, Predict.self, Recognize.self, Export.self,
             Verify.self,
             ListVersions.self,
-            Publish.self, Rollback.self, Serve.self, Bench.self,
+            Publish.self, Rollback.self, Serve.self, Erase.self, Bench.self,
             Architectures.self, BLAS.self, Detect.self, FaceCheckCommand.self, Crop.self, DetectorTrain.self,
             DetectorEval.self,
         ]

@@ -22,8 +22,18 @@ struct AdminPage {
         var files: [String]
     }
 
+    /// A correction as the page lists it: names resolved now, the crop as stored.
+    struct CorrectionRow {
+        var record: CorrectionRecord
+        var filedUnder: String
+        var decided: String
+        var thumbnail: String?
+    }
+
     var users: [UserRow]
     var versions: [VersionRow]
+    /// The most recent first.
+    var corrections: [CorrectionRow] = []
     var jobs: [TrainingJob]
     var publishedVersion: Int?
     /// Shown when the server has a token (there is a session to end).
@@ -67,6 +77,7 @@ struct AdminPage {
         page += trainingSection
         page += testPhotoSection
         page += usersSection
+        page += correctionsSection
         page += versionsSection
         page += "</body></html>\n"
         return page
@@ -124,11 +135,35 @@ struct AdminPage {
         var colour: String
         var crop: String
         var record: RecognizedFaceRecord
+        /// The crop's SHA-256 for the correction form; nil: it cannot be corrected.
+        var cropHash: String?
+    }
+
+    /// Where the test page's correction form can file a face: every user, then classes 2 and 1.
+    static func correctionChoices(_ users: [UserStore.Summary]) -> [(value: String, label: String)] {
+        users.map { (String($0.id), "\($0.name) (\($0.id))") } + [
+            ("stranger", "a stranger (class 2)"), ("not_a_face", "not a face (class 1)"),
+        ]
+    }
+
+    /// A page with one message (an error of a form), and the way back.
+    static func messagePage(title: String, message: String, isError: Bool = true) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: \(HTMLText.escape(title))</title>
+        <style>\(style)</style></head><body>
+        <h1>\(HTMLText.escape(title))</h1>
+        <p class="\(isError ? "error" : "muted")" id="message">\(HTMLText.escape(message))</p>
+        <p><a href="/">back to the admin page</a></p></body></html>
+
+        """
     }
 
     /// The answer to the admin page's "Test a photo": the photo with each face's box in its row's
     /// colour (green: accepted as that person; orange: not accepted), then a row per face.
-    static func testPhotoPage(version: Int, drawn: String, faces: [TestFaceRow]) -> String {
+    static func testPhotoPage(
+        version: Int, drawn: String, faces: [TestFaceRow], choices: [(value: String, label: String)]
+    ) -> String {
         var page = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: test a photo</title>
@@ -143,7 +178,7 @@ struct AdminPage {
         }
         page +=
             "<table id=\"faces\"><tr><th></th><th>face</th><th>who</th><th>probability</th><th>decision</th>"
-            + "<th>next best</th></tr>\n"
+            + "<th>next best</th><th>wrong? file it under</th></tr>\n"
         for face in faces {
             let record = face.record
             let who = record.name.isEmpty ? "class \(record.label)" : "\(record.name) (\(record.label))"
@@ -157,9 +192,36 @@ struct AdminPage {
                 "<tr><td style=\"background:\(face.colour);width:8px\"></td>"
                 + "<td><img class=\"thumbnail\" src=\"\(face.crop)\" alt=\"the face that was classified\"></td>"
                 + "<td>\(HTMLText.escape(who))</td><td class=\"number\">\(String(format: "%.3f", record.probability))</td>"
-                + "<td>\(decision)</td><td>\(HTMLText.escape(next ?? ""))</td></tr>\n"
+                + "<td>\(decision)</td><td>\(HTMLText.escape(next ?? ""))</td><td>\(correctionForm(face, choices))</td></tr>\n"
         }
         return page + "</table>\n</body></html>\n"
+    }
+
+    /// The form that files one face of the test page under another class (`POST /correct`).
+    private static func correctionForm(_ face: TestFaceRow, _ choices: [(value: String, label: String)]) -> String {
+        guard let hash = face.cropHash else { return "" }
+        let options = choices.map {
+            "<option value=\"\(HTMLText.escape($0.value))\">\(HTMLText.escape($0.label))</option>"
+        }
+        return "<form method=\"post\" action=\"/correct\" class=\"correct\"><input type=\"hidden\" name=\"crop\" "
+            + "value=\"\(hash)\"><select name=\"to\">\(options.joined())</select> <button type=\"submit\">File</button></form>"
+    }
+
+    private var correctionsSection: String {
+        guard !corrections.isEmpty else { return "" }
+        var text =
+            "<h2>Recent corrections</h2>\n<table id=\"corrections\"><tr><th></th><th>when</th><th>filed under</th>"
+            + "<th>the model said</th><th>version</th></tr>\n"
+        for row in corrections {
+            let picture =
+                row.thumbnail.map { "<img class=\"thumbnail\" alt=\"\" src=\"\(HTMLText.escape($0))\">" }
+                ?? "<span class=\"muted\">removed</span>"
+            text +=
+                "<tr class=\"correction\"><td>\(picture)</td><td>\(HTMLText.escape(row.record.correctedAt))</td>"
+                + "<td>\(HTMLText.escape(row.filedUnder))</td><td>\(HTMLText.escape(row.decided))</td>"
+                + "<td class=\"number\">\(row.record.version.map(String.init) ?? "")</td></tr>\n"
+        }
+        return text + "</table>\n<p class=\"muted\">The next training learns from them.</p>\n"
     }
 
     /// `GET /people/{id}`: one person's crops, each with its face score and a button that deletes it.
@@ -242,7 +304,7 @@ struct AdminPage {
         text +=
             "</table>\n<p class=\"muted\">A report is made when it is opened, from the version's held-out "
             + "crops in the data folder (as <code>facetrain eval --report</code> does): it takes a few seconds, "
-            + "and cannot be made once a person it was trained on is deleted.</p>\n"
+            + "and cannot be made once one of them is deleted.</p>\n"
         return text
     }
 
@@ -324,9 +386,23 @@ extension ServerRoutes {
                 files: [BundleVerifier.coreMLName, BundleVerifier.onnxName].filter(present.contains)
                     + [BundleVerifier.manifestName] + (verification.problems.isEmpty ? [AdminPage.reportName] : []))
         }
-        let page = AdminPage(
+        var page = AdminPage(
             users: users, versions: versions, jobs: queue.all(), publishedVersion: published,
             canLogOut: tokenDigest != nil)
+        let names = Dictionary(uniqueKeysWithValues: users.map { ($0.user.id, $0.user.name) })
+        func describe(_ id: Int?) -> String {
+            switch id.flatMap({ ClassLabel(id: $0) }) {
+            case nil: "rejected the face"
+            case .unknownPerson?: "a stranger"
+            case .notAFace?: "not a face"
+            case .user(let user)?: names[user].map { "\($0) (\(user))" } ?? "user \(user)"
+            }
+        }
+        page.corrections = ((try? eraser.corrections.records()) ?? []).suffix(10).reversed().map { record in
+            AdminPage.CorrectionRow(
+                record: record, filedUnder: describe(record.filedUnder), decided: describe(record.decidedUser),
+                thumbnail: (try? store.cropFile(record.filedUnder, sha256: record.crop)).flatMap { Self.thumbnail($0) })
+        }
         return htmlResponse(200, page.html)
     }
 
@@ -403,21 +479,46 @@ extension ServerRoutes {
                 AdminPage.TestFaceRow(
                     colour: String(format: "#%02x%02x%02x", colour.0, colour.1, colour.2),
                     crop: Thumbnail.bmpDataURI(face.crop.converted(channels: 3).resized(width: 48, height: 48)),
-                    record: RecognizedFaceRecord(face, top: Self.recognitionTop))
+                    record: RecognizedFaceRecord(face, top: Self.recognitionTop),
+                    cropHash: recognition.remember(face, version: version))
             }
             return htmlResponse(
                 200,
                 AdminPage.testPhotoPage(
-                    version: version, drawn: "data:image/jpeg;base64," + jpeg.base64EncodedString(), faces: rows))
+                    version: version, drawn: "data:image/jpeg;base64," + jpeg.base64EncodedString(), faces: rows,
+                    choices: AdminPage.correctionChoices(store.list())))
         } catch {
             let (status, message) =
                 if let error = error as? ClientError { (error.status, error.message) } else { (500, "\(error)") }
-            return htmlResponse(
-                status,
-                "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>facetrain serve: test a photo"
-                    + "</title><style>\(AdminPage.style)</style></head><body><h1>Test a photo</h1>"
-                    + "<p class=\"error\" id=\"test-error\">\(HTMLText.escape(message))</p>"
-                    + "<p><a href=\"/\">back to the admin page</a></p></body></html>\n")
+            return htmlResponse(status, AdminPage.messagePage(title: "Test a photo", message: message))
+        }
+    }
+
+    /// `POST /correct`: the test page's form (`crop`, `to`: a user id, "stranger" or "not_a_face");
+    /// files the face and goes back to the admin page, which lists it under "Recent corrections".
+    func correctFromTestPage(_ request: HTTPRequest) -> HTTPResponse {
+        guard isAdmin(request) else { return htmlResponse(401, AdminPage.loginPage(message: nil)) }
+        let target: Int? =
+            switch request.fields["to"] {
+            case "stranger"?: ClassLabel.unknownPerson.id
+            case "not_a_face"?: ClassLabel.notAFace.id
+            case let text?: ModelRepository.parseVersion(text).flatMap { ClassLabel.isUser(id: $0) ? $0 : nil }
+            case nil: nil
+            }
+        do {
+            guard let hash = request.fields["crop"], Route.isSHA256(hash), let target else {
+                throw ClientError(400, "the form needs a crop and where to file it; test the photo again")
+            }
+            _ = try fileCorrection(hash, under: target)
+            return HTTPResponse(status: 303, headers: [("Location", "/#corrections"), ("Cache-Control", "no-store")])
+        } catch {
+            let (status, message) =
+                switch error {
+                case let error as ClientError: (error.status, error.message)
+                case let error as UserStoreError: (ClientError(error).status, error.description)
+                default: (500, "\(error)")
+                }
+            return htmlResponse(status, AdminPage.messagePage(title: "Correct a face", message: message))
         }
     }
 

@@ -87,6 +87,8 @@ public final class FaceServer: @unchecked Sendable {
     public let queue: TrainingQueue
     public let metrics = ServerMetrics()
     private var http: HTTPServer?
+    /// The data and models folders are this server's alone while it runs.
+    private let ownership: FolderOwnership
 
     /// The port it listens on.
     public var port: Int { http?.port ?? 0 }
@@ -96,6 +98,8 @@ public final class FaceServer: @unchecked Sendable {
     public init(configuration: ServerConfiguration) throws {
         if let refusal = configuration.refusal() { throw ClientError(400, refusal) }
         self.configuration = configuration
+        // Before anything is written: a second server (or `erase`) on these folders is refused here.
+        ownership = try FolderOwnership.claim([configuration.data, configuration.models], for: "facetrain serve")
         store = try UserStore(root: configuration.data)
         store.maximumCropsPerUser = configuration.maximumCropsPerUser
         store.faceCheck = configuration.fitJob.loadOptions.faceCheck
@@ -113,6 +117,7 @@ public final class FaceServer: @unchecked Sendable {
         var routes = ServerRoutes(
             store: store, queue: queue, repository: repository, metrics: metrics,
             recognition: RecognitionService(repository: repository),
+            eraser: PersonEraser(store: store, models: configuration.models),
             tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })
         routes.isPrivate = configuration.isPrivate
         routes.gate = configuration.gate
@@ -138,7 +143,8 @@ public final class FaceServer: @unchecked Sendable {
         }
         http = try HTTPServer(
             host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
-            urlEncodedFormPaths: [Route.login.template], preflight: preflight, handler: handler)
+            urlEncodedFormPaths: [Route.login.template, Route.correctForm.template], preflight: preflight,
+            handler: handler)
         queue.start()
     }
 
@@ -147,5 +153,6 @@ public final class FaceServer: @unchecked Sendable {
         http?.stop()
         http = nil
         queue.stop()
+        ownership.release()
     }
 }

@@ -15,6 +15,19 @@ final class RecognitionService: @unchecked Sendable {
     /// The detector's best face score per crop SHA-256 (crops never change, so it never goes stale).
     private var scores: [String: Double] = [:]
 
+    /// A face a recognition returned, as a JPEG, with what the model said: what a correction files.
+    struct RecentCrop {
+        var data: Data
+        var version: Int
+        /// The user the model decided on; nil when it rejected the face.
+        var decidedUser: Int?
+    }
+    /// Recognised crops by SHA-256, the oldest first in `recentOrder`; in memory only, so a
+    /// restart or an erasure forgets them.
+    private var recent: [String: RecentCrop] = [:]
+    private var recentOrder: [String] = []
+    static let keptCrops = 512
+
     init(repository: ModelRepository) {
         self.repository = repository
     }
@@ -37,6 +50,36 @@ final class RecognitionService: @unchecked Sendable {
             let score = FaceCheck.detections(in: image, by: &detector).map(\.score).max() ?? 0
             lock.withLock { scores[hash] = score }
             return score
+        }
+    }
+
+    /// Keeps a recognised face's crop for a correction; its SHA-256, or nil when it cannot be encoded.
+    func remember(_ face: RecognizedFace, version: Int) -> String? {
+        let rgb = face.crop.converted(channels: 3)
+        guard let data = try? JPEGWriter.encode(rgb: rgb.pixels, width: rgb.width, height: rgb.height, quality: 95)
+        else { return nil }
+        let hash = SHA256.hash(data)
+        let decided: Int? =
+            if case .user(let id) = face.classification.decidedLabel { id } else { nil }
+        lock.withLock {
+            if recent.updateValue(RecentCrop(data: data, version: version, decidedUser: decided), forKey: hash) == nil {
+                recentOrder.append(hash)
+            }
+            while recentOrder.count > Self.keptCrops { recent[recentOrder.removeFirst()] = nil }
+        }
+        return hash
+    }
+
+    func recentCrop(_ hash: String) -> RecentCrop? { lock.withLock { recent[hash] } }
+
+    /// After an erasure: the person's face scores, the withdrawn versions' predictors, and every
+    /// recognised crop (any of them may show the person under another name).
+    func forget(cropHashes: Set<String>, versions: [Int]) {
+        lock.withLock {
+            for hash in cropHashes { scores[hash] = nil }
+            predictors.removeAll { versions.contains($0.version) }
+            recent = [:]
+            recentOrder = []
         }
     }
 

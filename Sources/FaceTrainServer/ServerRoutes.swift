@@ -30,6 +30,8 @@ enum Route: Equatable {
     /// The admin page of one person's crops, and its Delete buttons.
     case person(id: Int)
     case personPhotoDelete(id: Int, sha256: String)
+    /// The test page's "file this face under" form.
+    case correctForm
     case model, models
     case download(version: Int, file: String)
     /// The version's HTML evaluation report, made on request from its held-out crops.
@@ -45,6 +47,13 @@ enum Route: Equatable {
     case verify(id: Int)
     /// Who is in the photo? (`POST /v1/recognize`)
     case recognize
+    /// A face crop a recognition returned, kept a while so it can be corrected.
+    case recognizedCrop(sha256: String)
+    /// Files a recognised face under the right class (`POST /v1/corrections`), or lists them.
+    case corrections
+    /// Crops of class 2 (`/v1/strangers/photos`) or class 1 (`/v1/non-faces/photos`).
+    case classPhotos(label: Int)
+    case classPhoto(label: Int, sha256: String)
     case trainings
     case training(job: Int)
 
@@ -56,6 +65,7 @@ enum Route: Equatable {
         case ["login"]: self = .login
         case ["logout"]: self = .logout
         case ["test-photo"]: self = .testPhoto
+        case ["correct"]: self = .correctForm
         case let path where path.count == 2 && path[0] == "people" && ModelRepository.parseVersion(path[1]) != nil:
             self = .person(id: ModelRepository.parseVersion(path[1])!)
         case let path
@@ -69,6 +79,16 @@ enum Route: Equatable {
         case ["v1", "users"]: self = .users
         case ["v1", "training"]: self = .trainings
         case ["v1", "recognize"]: self = .recognize
+        case ["v1", "corrections"]: self = .corrections
+        case let path where path.count == 4 && path[0...2] == ["v1", "recognize", "crops"] && Route.isSHA256(path[3]):
+            self = .recognizedCrop(sha256: path[3])
+        case let path
+        where path.count == 3 && path[0] == "v1" && Route.classFolders[path[1]] != nil && path[2] == "photos":
+            self = .classPhotos(label: Route.classFolders[path[1]]!)
+        case let path
+        where path.count == 4 && path[0] == "v1" && Route.classFolders[path[1]] != nil && path[2] == "photos"
+            && Route.isSHA256(path[3]):
+            self = .classPhoto(label: Route.classFolders[path[1]]!, sha256: path[3])
         case let path where path.count == 3 && path[0] == "v1" && number != nil:
             switch path[1] {
             case "users": self = .user(id: number!)
@@ -94,6 +114,18 @@ enum Route: Equatable {
         }
     }
 
+    /// The path word of classes 2 and 1, whose crops are uploaded like a user's.
+    static let classFolders = ["strangers": ClassLabel.unknownPerson.id, "non-faces": ClassLabel.notAFace.id]
+
+    /// The path of a user's or class's crops.
+    static func photosPath(_ id: Int) -> String {
+        switch ClassLabel(id: id) {
+        case .unknownPerson?: "/v1/strangers/photos"
+        case .notAFace?: "/v1/non-faces/photos"
+        default: "/v1/users/\(id)/photos"
+        }
+    }
+
     /// 64 lower-case hexadecimal digits: the only crop names a path may carry.
     static func isSHA256(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
@@ -108,6 +140,7 @@ enum Route: Equatable {
         case .testPhoto: return "/test-photo"
         case .person: return "/people/{id}"
         case .personPhotoDelete: return "/people/{id}/photos/{sha256}/delete"
+        case .correctForm: return "/correct"
         case .health: return "/healthz"
         case .metrics: return "/metrics"
         case .model: return "/v1/model"
@@ -122,6 +155,10 @@ enum Route: Equatable {
         case .photo: return "/v1/users/{id}/photos/{sha256}"
         case .verify: return "/v1/users/{id}/verify"
         case .recognize: return "/v1/recognize"
+        case .recognizedCrop: return "/v1/recognize/crops/{sha256}"
+        case .corrections: return "/v1/corrections"
+        case .classPhotos(let label): return Route.photosPath(label)
+        case .classPhoto(let label, _): return Route.photosPath(label) + "/{sha256}"
         case .trainings: return "/v1/training"
         case .training: return "/v1/training/{job}"
         }
@@ -139,6 +176,8 @@ struct ServerRoutes: Sendable {
     let repository: ModelRepository
     let metrics: ServerMetrics
     let recognition: RecognitionService
+    /// Deleting a person: everything that holds their face or name (DELETE /v1/users/{id}).
+    let eraser: PersonEraser
     /// SHA-256 of the bearer token; nil: writes are open (loopback only).
     let tokenDigest: String?
     /// Reads of the published model need the token too.
@@ -207,7 +246,7 @@ struct ServerRoutes: Sendable {
         let allowed: Bool
         switch route {
         case .login, .logout: return nil
-        case .testPhoto, .personPhotoDelete: allowed = isAdmin(request)
+        case .testPhoto, .personPhotoDelete, .correctForm: allowed = isAdmin(request)
         default: allowed = (try? authorize(request)) != nil
         }
         // Every route checks the credentials before it reads the body, so this is its own answer.
@@ -267,6 +306,8 @@ struct ServerRoutes: Sendable {
             return try only(["GET"], method) { try personPage(id, request) }
         case .personPhotoDelete(let id, let sha256):
             return try only(["POST"], method) { try deleteFromPersonPage(id, sha256, request) }
+        case .correctForm:
+            return try only(["POST"], method) { correctFromTestPage(request) }
         case .health:
             return try only(["GET"], method) { health() }
         case .metrics:
@@ -322,7 +363,7 @@ struct ServerRoutes: Sendable {
             }
         case .user(let id):
             return try user(id, request)
-        case .photos(let id):
+        case .photos(let id), .classPhotos(let id):
             switch method {
             case "POST":
                 try authorize(request)
@@ -332,7 +373,7 @@ struct ServerRoutes: Sendable {
                 return try photoList(id)
             default: return notAllowed(["GET", "POST"], method)
             }
-        case .photo(let id, let sha256):
+        case .photo(let id, let sha256), .classPhoto(let id, let sha256):
             switch method {
             case "GET":
                 try authorize(request)
@@ -341,14 +382,40 @@ struct ServerRoutes: Sendable {
                 try authorize(request)
                 try store.deleteCrop(id, sha256: sha256)
                 queue.noteChange()
-                return ServerResponses.json(
-                    200, ["deleted": .string(sha256), "crops": .integer(store.user(id)?.crops ?? 0)])
+                return ServerResponses.json(200, ["deleted": .string(sha256), "crops": .integer(store.cropCount(id))])
             default: return notAllowed(["GET", "DELETE"], method)
             }
         case .recognize:
             return try only(["POST"], method) {
                 try authorize(request)
                 return try recognize(request)
+            }
+        case .recognizedCrop(let sha256):
+            return try only(["GET"], method) {
+                try authorize(request)
+                guard let data = recognition.recentCrop(sha256) else {
+                    throw ClientError(
+                        404,
+                        "no recent recognition returned the crop \(sha256); recognised crops are kept for the last "
+                            + "\(RecognitionService.keptCrops) faces and until a restart")
+                }
+                return HTTPResponse(
+                    status: 200,
+                    headers: [
+                        ("Content-Type", "image/jpeg"), ("Cache-Control", "private, no-store"),
+                        ("X-Content-Type-Options", "nosniff"),
+                    ], body: data.data)
+            }
+        case .corrections:
+            switch method {
+            case "POST":
+                try authorize(request)
+                return try correct(request)
+            case "GET":
+                try authorize(request)
+                return ServerResponses.json(
+                    200, ["corrections": ServerResponses.value(try eraser.corrections.records().reversed())])
+            default: return notAllowed(["GET", "POST"], method)
             }
         case .verify(let id):
             return try only(["POST"], method) {
@@ -449,15 +516,22 @@ struct ServerRoutes: Sendable {
             return ServerResponses.json(200, ["user": ServerResponses.value(user)])
         case "DELETE":
             try authorize(request)
-            try store.delete(id)
-            queue.noteChange()
+            let outcome = try eraser.erase(id, by: "facetrain serve")
+            recognition.forget(cropHashes: outcome.cropHashes, versions: outcome.record.withdrawnVersions)
+            let job = queue.noteErasure(user: id, cropHashes: outcome.cropHashes)
+            let withdrawn = outcome.record.withdrawnVersions
             return ServerResponses.json(
                 200,
                 [
-                    "deleted": .integer(id),
+                    "deleted": .integer(id), "erasure": ServerResponses.value(outcome.record),
+                    "training": job.map { .integer($0.job) } ?? .null,
                     "note": .string(
-                        "the crops and the entry are removed from disk; models trained before still know the "
-                            + "person until a new training is published (POST /v1/training)"),
+                        "their crops, entry, cached embeddings and corrections are removed, and "
+                            + (withdrawn.isEmpty
+                                ? "no model was trained on them"
+                                : "the \(withdrawn.count) model version(s) trained on them are withdrawn")
+                            + "; \(ErasureLog.name) in the models folder records what, without the name. Phones "
+                            + "keep the model they downloaded until a new one is published"),
                 ])
         default:
             return notAllowed(["GET", "PATCH", "DELETE"], request.method)
@@ -485,7 +559,7 @@ struct ServerRoutes: Sendable {
     }
 
     private func photos(_ id: Int, _ request: HTTPRequest) throws -> HTTPResponse {
-        guard store.user(id) != nil else { throw UserStoreError.noSuchUser(id: id) }
+        guard store.user(id) != nil || !ClassLabel.isUser(id: id) else { throw UserStoreError.noSuchUser(id: id) }
         guard request.header("content-type")?.lowercased().hasPrefix("multipart/form-data") == true else {
             throw ClientError(415, "send the crops as multipart/form-data with one 'photos' field per file")
         }
@@ -505,7 +579,7 @@ struct ServerRoutes: Sendable {
         let rejected = outcomes.filter { $0.result == "rejected" }.count
         var answer: [String: JSONValue] = [
             "stored": .integer(stored), "duplicates": .integer(duplicates), "rejected": .integer(rejected),
-            "crops": .integer(store.user(id)?.crops ?? 0), "files": ServerResponses.value(outcomes),
+            "crops": .integer(store.cropCount(id)), "files": ServerResponses.value(outcomes),
         ]
         if stored > 0 { queue.noteChange() }
         if stored == 0 && duplicates == 0 {
@@ -524,11 +598,12 @@ struct ServerRoutes: Sendable {
         let rows: [JSONValue] = zip(stored, scores).map { crop, score in
             .object([
                 "sha256": .string(crop.sha256), "name": .string(crop.name), "bytes": .integer(crop.bytes),
-                "added_at": .string(crop.addedAt), "url": .string("/v1/users/\(id)/photos/\(crop.sha256)"),
+                "added_at": .string(crop.addedAt), "url": .string("\(Route.photosPath(id))/\(crop.sha256)"),
                 "face_score": score.map { .number($0) } ?? .null,
             ])
         }
-        return ServerResponses.json(200, ["user": .integer(id), "photos": .array(rows)])
+        return ServerResponses.json(
+            200, [ClassLabel.isUser(id: id) ? "user" : "class": .integer(id), "photos": .array(rows)])
     }
 
     /// `GET /v1/users/{id}/photos/{sha256}`: the crop's bytes, as stored.
@@ -589,8 +664,74 @@ struct ServerRoutes: Sendable {
             200,
             [
                 "version": .integer(version), "width": .integer(image.width), "height": .integer(image.height),
-                "faces": ServerResponses.value(faces.map { RecognizedFaceRecord($0, top: Self.recognitionTop) }),
+                "faces": .array(faces.map { faceRecord($0, version: version) }),
             ])
+    }
+
+    /// A recognised face as the API shows it, with the crop a correction can file (`crop.sha256`).
+    func faceRecord(_ face: RecognizedFace, version: Int) -> JSONValue {
+        guard case .object(var object) = ServerResponses.value(RecognizedFaceRecord(face, top: Self.recognitionTop))
+        else { return .null }
+        if let hash = recognition.remember(face, version: version) {
+            object["crop"] = .object(["sha256": .string(hash), "url": .string("/v1/recognize/crops/\(hash)")])
+        }
+        return .object(object)
+    }
+
+    // MARK: Corrections
+
+    /// `POST /v1/corrections`: `{"crop": sha256, "user": id}` or `{"crop": sha256, "class":
+    /// "stranger" | "not_a_face"}` files a face a recognition returned under that class; the next
+    /// training learns from it.
+    private func correct(_ request: HTTPRequest) throws -> HTTPResponse {
+        let usage =
+            "send {\"crop\": \"<faces[].crop.sha256 of POST /v1/recognize>\", \"user\": <id>} or "
+            + "{\"crop\": \"...\", \"class\": \"stranger\"} (or \"not_a_face\")"
+        let body = try jsonObject(request, allowed: ["crop", "user", "class"])
+        guard case .string(let hash)? = body["crop"], Route.isSHA256(hash) else {
+            throw ClientError(400, "\"crop\" must be a crop's SHA-256 (64 lower-case hex digits); " + usage)
+        }
+        let target: Int
+        switch (body["user"], body["class"]) {
+        case (.integer(let id)?, nil) where ClassLabel.isUser(id: id): target = id
+        case (nil, .string("stranger")?): target = ClassLabel.unknownPerson.id
+        case (nil, .string("not_a_face")?): target = ClassLabel.notAFace.id
+        default: throw ClientError(400, "give exactly one of \"user\" (an id of 3 or more) and \"class\"; " + usage)
+        }
+        let (record, outcome) = try fileCorrection(hash, under: target)
+        return ServerResponses.json(
+            outcome.result == "stored" ? 201 : 200,
+            [
+                "correction": record.map { ServerResponses.value($0) } ?? .null,
+                "file": ServerResponses.value(outcome), "crops": .integer(store.cropCount(target)),
+            ])
+    }
+
+    /// Stores a recognised crop under `target` (face-checked like an upload) and logs the
+    /// correction; a crop already filed there is a duplicate and logs nothing.
+    func fileCorrection(_ hash: String, under target: Int) throws -> (CorrectionRecord?, PhotoOutcome) {
+        guard let recent = recognition.recentCrop(hash) else {
+            throw ClientError(
+                404,
+                "no recent recognition returned the crop \(hash); recognised crops are kept for the last "
+                    + "\(RecognitionService.keptCrops) faces and until a restart: recognise the photo again")
+        }
+        guard !ClassLabel.isUser(id: target) || store.user(target) != nil else {
+            throw UserStoreError.noSuchUser(id: target)
+        }
+        let file = FormFile(field: "photos", fileName: "recognized-\(hash.prefix(12)).jpg", data: recent.data)
+        let outcome = try store.addPhotos(target, files: [file])[0]
+        metrics.recordUpload([outcome])
+        guard outcome.result != "rejected" else {
+            throw ClientError(422, "the crop cannot be filed under \(target): \(outcome.reason ?? "refused")")
+        }
+        guard outcome.result == "stored", let name = outcome.name else { return (nil, outcome) }
+        let record = CorrectionRecord(
+            correctedAt: Manifest.timestamp(Date()), crop: String(name.prefix(64)), filedUnder: target,
+            version: recent.version, decidedUser: recent.decidedUser)
+        try eraser.corrections.append(record)
+        queue.noteChange()
+        return (record, outcome)
     }
 
     /// The largest face of the photo against one user: the model's probability for them and the
@@ -635,6 +776,22 @@ struct ServerRoutes: Sendable {
 
     private func model() throws -> HTTPResponse {
         guard let pointer = try repository.latestPointer() else {
+            if let erasure = try? eraser.log.records().last(where: { $0.unpublishedVersion != nil }),
+                let withdrawn = erasure.unpublishedVersion
+            {
+                let job = queue.all().last { $0.state == .queued || $0.state == .running }
+                let next =
+                    job.map { "a model without them is being trained (GET /v1/training/\($0.job))" }
+                    ?? "no training is queued: POST /v1/training once people have crops"
+                return ServerResponses.json(
+                    503,
+                    [
+                        "error": .string(
+                            "version \(withdrawn) was withdrawn at \(erasure.erasedAt) because a person it was "
+                                + "trained on was erased; \(next)"),
+                        "withdrawn": .integer(withdrawn), "training": job.map { .integer($0.job) } ?? .null,
+                    ], headers: [("Retry-After", "60"), ("Cache-Control", "no-cache")])
+            }
             throw ClientError(404, "no model is published yet; POST /v1/training trains and publishes one")
         }
         // A relative url names the file in the models folder, which this server serves here.

@@ -55,6 +55,9 @@ public final class TrainingQueue: @unchecked Sendable {
     private var thread: Thread?
     /// When the last change's quiet period ends.
     private var changeDue: Date?
+    /// People erased while the running training held their crops in memory: it is stopped, and
+    /// what it wrote since is scrubbed once it ends.
+    private var erasedWhileRunning: (users: Set<Int>, cropHashes: Set<String>) = ([], [])
 
     static let keptJobs = 200
     private struct Records: Codable {
@@ -137,6 +140,21 @@ public final class TrainingQueue: @unchecked Sendable {
         return record
     }
 
+    /// An erasure happened: a running training read the person, so it is stopped (what it wrote is
+    /// scrubbed when it ends), and a training without them is queued when anyone has crops left.
+    /// Returns the queued job.
+    public func noteErasure(user: Int, cropHashes: Set<String>) -> TrainingJob? {
+        condition.lock()
+        if jobs.contains(where: { $0.state == .running }) {
+            erasedWhileRunning.users.insert(user)
+            erasedWhileRunning.cropHashes.formUnion(cropHashes)
+        }
+        condition.unlock()
+        // The store's lock before the queue's (see `work`).
+        guard store.list().contains(where: { $0.crops > 0 }) else { return nil }
+        return try? enqueue()
+    }
+
     public func record(_ id: Int) -> TrainingJob? {
         condition.lock()
         defer { condition.unlock() }
@@ -187,6 +205,8 @@ public final class TrainingQueue: @unchecked Sendable {
                 continue
             }
             let id = jobs.first { $0.state == .queued }!.job
+            // Erasures noted for the previous job were scrubbed by the erasure itself; this job reads the folder anew.
+            erasedWhileRunning = ([], [])
             condition.unlock()
             update(id, persist: true) {
                 $0.state = .running
@@ -206,9 +226,18 @@ public final class TrainingQueue: @unchecked Sendable {
         let result: FitJobResult
         do {
             defer { observer.releaseStore() }
-            result = try job.run(observer: observer, shouldStop: { [self] in isStopping })
+            result = try job.run(observer: observer, shouldStop: { [self] in isStopping || hasErasures })
         } catch {
-            finish(id, state: .failed, error: "\(error)")
+            if let erased = scrubErasures() {
+                finish(id, state: .failed, error: "stopped: \(erased); a new training was queued")
+            } else {
+                finish(id, state: .failed, error: "\(error)")
+            }
+            return
+        }
+        // The bundle it wrote holds whoever was erased meanwhile: withdraw it with the rest.
+        if let erased = scrubErasures() {
+            finish(id, state: .refused, error: "not published: \(erased); a new training was queued")
             return
         }
         let version = ModelRepository.parseVersion(result.bundle.lastPathComponent)
@@ -225,6 +254,7 @@ public final class TrainingQueue: @unchecked Sendable {
         let trained = (try? ModelBundle.open(result.bundle).manifest.users.map(\.id)) ?? []
         let deleted = Set(trained).subtracting(store.ids())
         if !deleted.isEmpty {
+            _ = try? ModelRepository(directory: models).withdraw(trainedOn: deleted)
             finish(
                 id, state: .refused,
                 error: "not published: user(s) \(deleted.sorted().map(String.init).joined(separator: ", ")) were "
@@ -249,6 +279,30 @@ public final class TrainingQueue: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return stopping
+    }
+
+    private var hasErasures: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !erasedWhileRunning.users.isEmpty
+    }
+
+    /// Scrubs the models folder of the people erased while the job ran and says so ("user(s) 4, 7
+    /// were erased while it trained"), or nil when nobody was.
+    private func scrubErasures() -> String? {
+        condition.lock()
+        let erased = erasedWhileRunning
+        erasedWhileRunning = ([], [])
+        condition.unlock()
+        guard !erased.users.isEmpty else { return nil }
+        let names = erased.users.sorted().map(String.init).joined(separator: ", ")
+        do {
+            _ = try ModelsScrub(models: models).scrub(users: erased.users, cropHashes: erased.cropHashes)
+        } catch {
+            return "user(s) \(names) were erased while it trained, and removing what it wrote failed (\(error)); "
+                + "send DELETE /v1/users/{id} again to finish"
+        }
+        return "user(s) \(names) were erased while it trained"
     }
 
     private func finish(_ id: Int, state: TrainingJob.State, error: String?) {

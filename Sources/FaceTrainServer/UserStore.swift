@@ -182,7 +182,7 @@ public final class UserStore: @unchecked Sendable {
     /// A user's crops, oldest first.
     public func storedCrops(_ id: Int) throws -> [StoredCrop] {
         let entries = try locked {
-            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            guard holds(id) else { throw UserStoreError.noSuchUser(id: id) }
             return owners.filter { $0.value == id }.keys.compactMap { hash in fileNames[hash].map { (hash, $0) } }
         }
         let folder = root.appendingPathComponent(String(id))
@@ -203,7 +203,7 @@ public final class UserStore: @unchecked Sendable {
     /// The file of a user's crop.
     public func cropFile(_ id: Int, sha256: String) throws -> URL {
         try locked {
-            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            guard holds(id) else { throw UserStoreError.noSuchUser(id: id) }
             guard owners[sha256] == id, let name = fileNames[sha256] else {
                 throw UserStoreError.noSuchCrop(id: id, sha256: sha256)
             }
@@ -214,7 +214,7 @@ public final class UserStore: @unchecked Sendable {
     /// Removes one crop of a user from disk, durably; the next training no longer sees it.
     public func deleteCrop(_ id: Int, sha256: String) throws {
         try locked {
-            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            guard holds(id) else { throw UserStoreError.noSuchUser(id: id) }
             guard owners[sha256] == id, let name = fileNames[sha256] else {
                 throw UserStoreError.noSuchCrop(id: id, sha256: sha256)
             }
@@ -232,6 +232,18 @@ public final class UserStore: @unchecked Sendable {
 
     /// Ids of the registered users.
     public func ids() -> Set<Int> { locked { Set(users.keys) } }
+
+    /// Crops of a user or of class 1 or 2.
+    public func cropCount(_ id: Int) -> Int { locked { crops[id] ?? 0 } }
+
+    /// The content hashes of a user's (or class's) crops.
+    public func cropHashes(_ id: Int) -> Set<String> { locked { Set(owners.filter { $0.value == id }.keys) } }
+
+    /// Whether crops can be stored under `id`: a registered user, or class 1 (not a face) or 2
+    /// (strangers), which always exist. Call with the lock held.
+    private func holds(_ id: Int) -> Bool {
+        users[id] != nil || ClassLabel(id: id) == .notAFace || ClassLabel(id: id) == .unknownPerson
+    }
 
     private func summary(_ record: UserRecord) -> Summary {
         Summary(id: record.id, name: record.name, position: record.position, crops: crops[record.id] ?? 0)
@@ -286,8 +298,9 @@ public final class UserStore: @unchecked Sendable {
         }
     }
 
-    /// Removes a user's crops and entry from disk, durably.
-    public func delete(_ id: Int) throws {
+    /// Removes a user's crops and entry from disk, durably; returns how many crops there were.
+    @discardableResult
+    public func delete(_ id: Int) throws -> Int {
         try locked {
             guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
             let folder = root.appendingPathComponent(String(id))
@@ -311,7 +324,7 @@ public final class UserStore: @unchecked Sendable {
             try FileSystem.sync(root)
             for (hash, owner) in owners where owner == id { fileNames[hash] = nil }
             owners = owners.filter { $0.value != id }
-            crops[id] = nil
+            return crops.removeValue(forKey: id) ?? 0
         }
     }
 
@@ -393,7 +406,7 @@ public final class UserStore: @unchecked Sendable {
             examine(file) { image in check.map { _ in check!.examine(image) } }
         }
         return try locked {
-            guard users[id] != nil else { throw UserStoreError.noSuchUser(id: id) }
+            guard holds(id) else { throw UserStoreError.noSuchUser(id: id) }
             var outcomes: [PhotoOutcome] = []
             var toStore: [(index: Int, name: String, data: Data, hash: String)] = []
             var seen = Set<String>()

@@ -91,7 +91,7 @@ extension ServeCommandTests {
             "POST", "/test-photo", html + ["-F", "photo=@\(crop.path)"], authorized: false)
         #expect(anonymousTest.status == 401)
         let noPhoto = try server.curl("POST", "/test-photo", html + ["-H", "Cookie: \(session)"], authorized: false)
-        #expect(noPhoto.status == 415 && String(decoding: noPhoto.body, as: UTF8.self).contains("id=\"test-error\""))
+        #expect(noPhoto.status == 415 && String(decoding: noPhoto.body, as: UTF8.self).contains("id=\"message\""))
         // A person's page lists their crops; its Delete button removes one, from this server's page only.
         #expect(text.contains("<a href=\"/people/6\">Person 6</a>"))
         let person = try server.curl("GET", "/people/6", html + ["-H", "Cookie: \(session)"], authorized: false)
@@ -113,12 +113,23 @@ extension ServeCommandTests {
         #expect((try server.json("GET", "/v1/users/6").object["user"] as? [String: Any])?["crops"] as? Int == 5)
         let logout = try server.curl("POST", "/logout", ["-H", "Cookie: \(session)"], authorized: false)
         #expect(logout.status == 303 && logout.headers["set-cookie"]?.contains("Max-Age=0") == true)
-        // Once a person it was trained on is deleted, their held-out crops are gone and so is the report.
+        // A deleted crop was held out: the report cannot be made without it.
+        let metrics = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: scratch.appendingPathComponent("models/1/metrics.json")))
+        let stored = Set(Self.storedCrops(scratch.appendingPathComponent("data"), user: 6).map { $0.prefix(64) })
+        let heldOut = try #require(
+            ((metrics as? [String: Any])?["held_out"] as? [[String: Any]])?.compactMap { $0["sha256"] as? String }
+                .first { stored.contains(Substring($0)) })
+        #expect(try server.json("DELETE", "/v1/users/6/photos/\(heldOut)").status == 200)
+        let incomplete = try server.json("GET", "/v1/models/1/report.html")
+        #expect(
+            incomplete.status == 409
+                && (incomplete.object["error"] as? String)?.contains("no longer in the data folder") == true,
+            "\(incomplete.object)")
+        // Once a person it was trained on is deleted, the version is withdrawn, report and all.
         #expect(try server.json("DELETE", "/v1/users/3").status == 200)
         let gone = try server.json("GET", "/v1/models/1/report.html")
-        #expect(
-            gone.status == 409 && (gone.object["error"] as? String)?.contains("no longer in the data folder") == true,
-            "\(gone.object)")
+        #expect(gone.status == 404, "\(gone.object)")
     }
 
     /// The server's report and `facetrain eval --report` are one evaluation of the same held-out

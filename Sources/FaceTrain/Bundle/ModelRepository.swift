@@ -6,13 +6,17 @@ import Foundation
 /// Hidden entries: `.lock` (flock held while allocating versions or moving latest.json),
 /// `.last-version` (the highest version ever allocated, so numbers never repeat even after a
 /// directory is deleted), `.staging-<version>-<pid>-<random>/` plus its `.lock` (a bundle being
-/// written; its writer holds the flock until it publishes or dies).
+/// written; its writer holds the flock until it publishes or dies), `.withdrawn-<version>/` (a
+/// bundle an erasure is removing), `.owner.lock` (FolderOwnership), `.embeddings/`, `.checkpoints/`
+/// and `.jobs/` (the embeddings cache, interrupted fits, the server's job records).
 public struct ModelRepository: Sendable {
     public let directory: URL
 
     static let lockName = ".lock"
     static let counterName = ".last-version"
     static let stagingPrefix = ".staging-"
+    /// A bundle being removed by an erasure (`withdraw(trainedOn:)`); gone once the erasure ends.
+    static let withdrawnPrefix = ".withdrawn-"
     /// The pointer file the app's `model/info` endpoint can serve as is.
     public static let pointerName = "latest.json"
 
@@ -123,8 +127,8 @@ public struct ModelRepository: Sendable {
         let names = try FileSystem.entries(of: directory)
         for name in names {
             let url = directory.appendingPathComponent(name)
-            if FileSystem.isTemporaryName(name) {
-                // Temporary files are only written under the models lock, which we hold.
+            if FileSystem.isTemporaryName(name) || name.hasPrefix(ModelRepository.withdrawnPrefix) {
+                // Temporary files and withdrawn bundles are only written under the models lock, which we hold.
                 try FileSystem.removeTree(url)
                 removed.append(name)
             } else if name.hasPrefix(ModelRepository.stagingPrefix) && name.hasSuffix(".lock") {
@@ -144,6 +148,20 @@ public struct ModelRepository: Sendable {
             }
         }
         return removed
+    }
+
+    /// A staging area whose writer is alive (its lock is held), by path; nil when none is.
+    func liveStagingArea() throws -> String? {
+        guard FileSystem.kind(at: directory) == .directory else { return nil }
+        for name in try FileSystem.entries(of: directory)
+        where name.hasPrefix(ModelRepository.stagingPrefix) && name.hasSuffix(".lock") {
+            let url = directory.appendingPathComponent(name)
+            guard let lock = try FileLock.acquire(url, create: false, wait: false) else {
+                return String(url.path.dropLast(".lock".count))
+            }
+            lock.release()
+        }
+        return nil
     }
 
     /// The next free version: above every directory, live staging area, the published

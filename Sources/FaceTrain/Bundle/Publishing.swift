@@ -255,6 +255,51 @@ extension ModelRepository {
         }
     }
 
+    /// Withdraws every bundle whose manifest lists one of `users` (or cannot be read, so cannot
+    /// prove it does not): latest.json is removed first when it names one (nothing is published
+    /// until a model without them is), then each folder is renamed to a hidden `.withdrawn-<version>`
+    /// (no longer listed, served or publishable) and removed. Version numbers are never given out
+    /// again (`.last-version`). Safe to repeat; a kill leaves only hidden leftovers that the next
+    /// writer removes. Returns the versions withdrawn and the one that was published, if it was.
+    public func withdraw(trainedOn users: Set<Int>) throws -> (versions: [Int], unpublished: Int?) {
+        try withLock {
+            try removeStaleEntries()
+            var withdrawn: [Int] = []
+            for version in try versions() {
+                let manifestURL = bundleURL(version: version).appendingPathComponent(BundleVerifier.manifestName)
+                let listed = (try? Manifest.decode(Data(contentsOf: manifestURL)))?.users.map(\.id)
+                if listed.map({ !users.isDisjoint(with: $0) }) ?? true { withdrawn.append(version) }
+            }
+            guard !withdrawn.isEmpty else { return ([], nil) }
+            try recordAllocated(try nextVersion() - 1)
+            var unpublished: Int?
+            let pointerURL = directory.appendingPathComponent(ModelRepository.pointerName)
+            let pointer = try? latestPointer()
+            if let pointer,
+                withdrawn.contains(pointer.version) || pointer.users.contains(where: { users.contains($0.id) })
+            {
+                guard unlink(pointerURL.path) == 0 || errno == ENOENT else {
+                    throw FileSystemError(operation: "remove", path: pointerURL.path, code: errno)
+                }
+                try FileSystem.sync(directory)
+                unpublished = pointer.version
+            }
+            for version in withdrawn {
+                let hidden = directory.appendingPathComponent("\(ModelRepository.withdrawnPrefix)\(version)")
+                try FileSystem.removeTree(hidden)
+                guard rename(bundleURL(version: version).path, hidden.path) == 0 else {
+                    throw FileSystemError(
+                        operation: "rename to \(hidden.lastPathComponent)", path: bundleURL(version: version).path,
+                        code: errno)
+                }
+                try FileSystem.sync(directory)
+                try FileSystem.removeTree(hidden)
+            }
+            try FileSystem.sync(directory)
+            return (withdrawn, unpublished)
+        }
+    }
+
     private func makePointer(for bundle: ModelBundle, action: String, previous: Int?, baseURL: String?) throws
         -> LatestPointer
     {

@@ -58,6 +58,8 @@ public struct FaceDataset: Sendable {
     public var samples: [FaceSample]
     /// What validation found, including warnings.
     public var report: DataReport
+    /// Content hashes of crops filed as corrections (`.corrections.jsonl`): always trained on.
+    public var corrections: Set<String> = []
 
     /// Reads, decodes and validates a data folder; throws `DataFolderError.invalid` with every
     /// problem at once when anything would make training unsound.
@@ -66,8 +68,19 @@ public struct FaceDataset: Sendable {
     {
         let scan = DataFolderScanner(root: root, options: options).scan()
         guard scan.report.problems.isEmpty else { throw .invalid(scan.report) }
-        return FaceDataset(
-            root: root, labels: scan.labels, users: scan.users, samples: scan.samples, report: scan.report)
+        var report = scan.report
+        let log = CorrectionLog(data: root)
+        var corrections: Set<String> = []
+        do { corrections = Set(try log.records().map(\.crop)) } catch {
+            report.warnings.append(
+                DataWarning(
+                    kind: "unreadable_corrections", path: log.url.path,
+                    message: "\(error); its crops are split like any other until it is fixed"))
+        }
+        var dataset = FaceDataset(
+            root: root, labels: scan.labels, users: scan.users, samples: scan.samples, report: report)
+        dataset.corrections = corrections
+        return dataset
     }
 
     /// Validates a data folder and returns the report, problems included (for `data check`).
@@ -83,13 +96,18 @@ public struct FaceDataset: Sendable {
         contentHash(Data(samples.map { "\($0.label):\($0.contentHash)" }.sorted().joined(separator: "\n").utf8))
     }
 
-    /// Splits the samples per class into training and held-out crops, decided by each crop's hash.
+    /// Splits the samples per class into training and held-out crops, decided by each crop's hash;
+    /// corrections always train.
     public func split(holdout: Double) -> (training: [FaceSample], heldOut: [FaceSample]) {
         let heldOutHashes = DataSplit.heldOut(samples: samples, fraction: holdout)
         var training: [FaceSample] = []
         var heldOut: [FaceSample] = []
         for sample in samples {
-            if heldOutHashes.contains(sample.contentHash) { heldOut.append(sample) } else { training.append(sample) }
+            if heldOutHashes.contains(sample.contentHash) && !corrections.contains(sample.contentHash) {
+                heldOut.append(sample)
+            } else {
+                training.append(sample)
+            }
         }
         return (training, heldOut)
     }

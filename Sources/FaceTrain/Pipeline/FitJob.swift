@@ -55,7 +55,10 @@ public struct FitJob: Sendable {
     }
 
     /// Where checkpoints of interrupted fits wait for `resume`.
-    public var checkpointDirectory: URL { models.appendingPathComponent(".checkpoints") }
+    public var checkpointDirectory: URL { models.appendingPathComponent(Self.checkpointsFolderName) }
+    static let checkpointsFolderName = ".checkpoints"
+    /// Where head-only fits cache their crops' embeddings, by content hash.
+    static let embeddingsFolderName = ".embeddings"
 
     /// The options (as the command line names them) that a fit from a base does not take, because
     /// `configuration(_:base:…)` below sets them from the base: the whole network and its training
@@ -128,7 +131,7 @@ public struct FitJob: Sendable {
         case .head:
             (result, strangers) = try BaseFitSession(
                 dataset: dataset, configuration: configuration, base: base,
-                cacheDirectory: models.appendingPathComponent(".embeddings")
+                cacheDirectory: models.appendingPathComponent(Self.embeddingsFolderName)
             ).run(observer: observer, shouldStop: shouldStop)
         }
         let evaluation = try ModelEvaluation.evaluate(

@@ -199,6 +199,9 @@ final class FileLock {
         return FileLock(url: url, descriptor: descriptor)
     }
 
+    /// The open descriptor, for a holder's note written into the lock file itself.
+    var descriptorForNote: Int32 { descriptor }
+
     /// Unlocks and closes; safe to call twice.
     func release() {
         guard descriptor >= 0 else { return }

@@ -44,6 +44,8 @@ public final class BaseFitSession {
     public let heldOut: [FaceSample]
     let classIndex: [Int: Int]
     let cacheURL: URL
+    /// Class 2's prototypes in the head (StrangerCentres.count).
+    let centreCount: Int
 
     /// Embedding views per crop: the crop itself, then its mirror image, then random augmentations.
     /// Three measured as good as four with base v4, and two (no random view) as good as three with
@@ -73,6 +75,18 @@ public final class BaseFitSession {
         var definition = try base.classifier(labels: dataset.labels.map(String.init))
         if let index = definition.layers.firstIndex(where: { $0.kind == .l2Normalize }) {
             definition.layers[index] = .l2Normalize(scale: Self.scale)
+        }
+        // Class 2's extra prototypes, and the layers that take their maximum (StrangerCentres).
+        let labels = dataset.labels
+        centreCount = StrangerCentres.count(
+            strangers: training.filter { $0.label == ClassLabel.unknownPerson.id }.count)
+        if centreCount > 1, let strangers = labels.firstIndex(of: ClassLabel.unknownPerson.id),
+            let last = definition.layers.indices.last, case .linear(let features, _) = definition.layers[last]
+        {
+            definition.layers[last] = .linear(inputFeatures: features, outputFeatures: labels.count + centreCount - 1)
+            definition.layers += StrangerCentres.mergeLayers(
+                classes: labels.count, strangers: strangers, centres: centreCount
+            ).map(\.0)
         }
         // The base's trunk with this head is what gets exported: check it before training the head.
         do { try definition.validate(as: .classifier) } catch { throw .invalidDefinition(error) }
@@ -106,13 +120,23 @@ public final class BaseFitSession {
         observer?.fitStarted(
             trainingCrops: training.count, heldOutCrops: heldOut.count, classes: labels.count,
             epochs: Self.headEpochs, resumedFrom: nil)
+        let centres = StrangerCentres(samples: training, views: trainingViews, seed: configuration.seed)
+        precondition(centres.count == centreCount, "the centres are counted from the same training crops")
         let (weight, history) = trainHead(
             samples: training, views: trainingViews, classes: labels, seed: configuration.seed, observer: observer,
-            heldOut: (heldOut, Array(views[training.count...])))
+            heldOut: (heldOut, Array(views[training.count...])), centres: (centres, centres.assignment))
         var layerWeights = base.extractor.weights
+        // After the extractor: the normalisation, the prototypes (`weight`), then the merge's layers.
+        var merge = StrangerCentres.mergeLayers(
+            classes: labels.count, strangers: labels.firstIndex(of: ClassLabel.unknownPerson.id) ?? 0,
+            centres: centres.count
+        ).map(\.1)[...]
+        var prototypesWritten = false
         for (index, layer) in definition.layers.enumerated().dropFirst(base.extractor.definition.layers.count) {
             let name = definition.layerNames[index]
-            if case .linear(_, let outputs) = layer {
+            switch layer {
+            case .linear(_, let outputs) where !prototypesWritten:
+                prototypesWritten = true
                 layerWeights.append(
                     LayerWeights(
                         name: name,
@@ -120,7 +144,9 @@ public final class BaseFitSession {
                             NamedTensor(name: "weight", tensor: weight),
                             NamedTensor(name: "bias", tensor: Tensor(zeros: [outputs])),
                         ]))
-            } else {
+            case .linear, .relu:
+                layerWeights.append(LayerWeights(name: name, tensors: merge.popFirst() ?? []))
+            default:
                 layerWeights.append(LayerWeights(name: name, tensors: []))
             }
         }
@@ -147,10 +173,12 @@ public final class BaseFitSession {
                 let keep = training.indices.filter { !foldUsers.contains(training[$0].label) }
                 let (foldWeight, _) = trainHead(
                     samples: keep.map { training[$0] }, views: keep.map { trainingViews[$0] }, classes: keptClasses,
-                    seed: configuration.seed &+ UInt64(fold + 1), observer: nil)
+                    seed: configuration.seed &+ UInt64(fold + 1), observer: nil,
+                    centres: (centres, keep.map { centres.assignment[$0] }))
                 let probes = all.indices.filter { foldUsers.contains(all[$0].label) }
                 let rows = probes.map { views[$0][0] }
-                let probabilities = Self.probabilities(rows, weight: foldWeight)
+                let probabilities = Self.probabilities(
+                    rows, weight: foldWeight, classOfRow: centres.classOfRow(classes: keptClasses))
                 let columns = keptClasses.map { label in labels.firstIndex(of: label)! }
                 let keptUsers = keptClasses.indices.filter { ClassLabel.isUser(id: keptClasses[$0]) }
                 return probes.enumerated().map { position, probe in
@@ -168,7 +196,9 @@ public final class BaseFitSession {
         }
         var sources = ["leave_users_out": leftOut]
         if !base.bankEmbeddings.isEmpty {
-            sources["bank"] = Self.probabilities(base.bankEmbeddings, weight: weight).enumerated().map {
+            sources["bank"] = Self.probabilities(
+                base.bankEmbeddings, weight: weight, classOfRow: centres.classOfRow(classes: labels)
+            ).enumerated().map {
                 Prediction(path: "bank/\($0.offset)", trueLabel: .unknownPerson, probabilities: $0.element)
             }
         }
@@ -184,13 +214,15 @@ public final class BaseFitSession {
     /// Mean cross-entropy and accuracy of the held-out crops whose class the head has, under the
     /// head's probabilities without margin (what the exported model computes); NaN when none is.
     static func heldOutScores(
-        _ samples: [FaceSample], views: [[[Float]]], weight: Tensor, classes: [Int], index: [Int: Int]
+        _ samples: [FaceSample], views: [[[Float]]], weight: Tensor, classes: [Int], index: [Int: Int],
+        classOfRow: [Int]
     ) -> (loss: Double, accuracy: Double) {
         let kept = samples.indices.filter { index[samples[$0].label] != nil }
         guard !kept.isEmpty else { return (.nan, .nan) }
-        let (unit, _) = CosineMarginSoftmax.normalizeRows(weight.scalars, rows: classes.count, columns: weight.shape[1])
+        let (unit, _) = CosineMarginSoftmax.normalizeRows(
+            weight.scalars, rows: weight.shape[0], columns: weight.shape[1])
         let rows = probabilities(
-            kept.map { views[$0][0] }, weight: Tensor(shape: weight.shape, scalars: unit))
+            kept.map { views[$0][0] }, weight: Tensor(shape: weight.shape, scalars: unit), classOfRow: classOfRow)
         var loss = 0.0
         var correct = 0
         for (position, sample) in kept.enumerated() {
@@ -201,14 +233,20 @@ public final class BaseFitSession {
         return (loss / Double(kept.count), Double(correct) / Double(kept.count))
     }
 
-    /// Softmax of 16·cos θ against the unit class rows of `weight`, per embedding row.
-    static func probabilities(_ rows: [[Float]], weight: Tensor) -> [[Float]] {
-        let (classes, features) = (weight.shape[0], weight.shape[1])
+    /// Softmax of 16·cos θ against the unit rows of `weight`, per embedding row, a class's logit
+    /// being the largest of its rows (`classOfRow`: the class of each row), as the exported model computes.
+    static func probabilities(_ rows: [[Float]], weight: Tensor, classOfRow: [Int]) -> [[Float]] {
+        let (prototypes, features) = (weight.shape[0], weight.shape[1])
+        let classes = (classOfRow.max() ?? -1) + 1
         guard !rows.isEmpty else { return [] }
         let cosines = CosineMarginSoftmax.cosines(
             Tensor(shape: [rows.count, features], scalars: rows.flatMap { $0 }), unitRows: weight)
         return rows.indices.map { row in
-            var logits = (0..<classes).map { scale * cosines.scalars[row * classes + $0] }
+            var logits = [Float](repeating: -.infinity, count: classes)
+            for prototype in 0..<prototypes {
+                let logit = scale * cosines.scalars[row * prototypes + prototype]
+                logits[classOfRow[prototype]] = max(logits[classOfRow[prototype]], logit)
+            }
             let maximum = logits.max() ?? 0
             var sum: Float = 0
             for index in logits.indices {
@@ -223,20 +261,27 @@ public final class BaseFitSession {
     /// With `heldOut` (its samples and their views), every epoch's record carries the loss and
     /// accuracy of the held-out crops (their first view, the crop itself) under the head as it would
     /// ship; without, both are NaN (the leave-users-out heads, whose records nobody reads).
+    /// `centres` gives class 2's prototypes and each sample's centre (aligned with `samples`).
     func trainHead(
         samples: [FaceSample], views: [[[Float]]], classes: [Int], seed: UInt64, observer: FitObserver?,
-        heldOut: (samples: [FaceSample], views: [[[Float]]])? = nil
+        heldOut: (samples: [FaceSample], views: [[[Float]]])? = nil,
+        centres: (centres: StrangerCentres, assignment: [Int])
     ) -> (weight: Tensor, history: [EpochRecord]) {
         let features = base.manifest.embeddingFeatures
         var generator = SplitMix64(seed: seed)
+        let classOfRow = centres.centres.classOfRow(classes: classes)
         var head = CosineMarginSoftmax(
-            classes: classes.count, features: features, scale: Self.scale, margin: Self.margin, using: &generator)
+            classes: classOfRow.count, features: features, scale: Self.scale, margin: Self.margin,
+            using: &generator)
         let index = Dictionary(uniqueKeysWithValues: classes.enumerated().map { ($1, $0) })
+        let targets = centres.centres.rows(of: samples, assignment: centres.assignment, classes: classes)
         var rows: [(sample: Int, view: Int)] = []
-        for sample in samples.indices where index[samples[sample].label] != nil {
+        for sample in samples.indices where targets[sample] != nil {
             for view in 0..<Self.views { rows.append((sample, view)) }
         }
-        let weights = classWeights(of: samples, classes: classes)
+        // Class weights by class, shared by a class's prototypes: more centres are not more weight.
+        let classWeights = classWeights(of: samples, classes: classes)
+        let weights = classOfRow.map { classWeights[$0] }
         var optimizer = AdamW(weightDecay: 5e-4)
         let batchSize = min(128, rows.count)
         let batches = max(rows.count / batchSize, 1)
@@ -255,7 +300,7 @@ public final class BaseFitSession {
                 var scalars: [Float] = []
                 scalars.reserveCapacity(picked.count * features)
                 for row in picked { scalars += views[rows[row].sample][rows[row].view] }
-                let labels = picked.map { index[samples[rows[$0].sample].label]! }
+                let labels = picked.map { targets[rows[$0].sample]! }
                 let result = head.lossAndGradient(
                     embeddings: Tensor(shape: [picked.count, features], scalars: scalars), labels: labels,
                     classWeights: weights)
@@ -275,7 +320,8 @@ public final class BaseFitSession {
             let (heldOutLoss, heldOutAccuracy) =
                 heldOut.map {
                     Self.heldOutScores(
-                        $0.samples, views: $0.views, weight: head.weight.value, classes: classes, index: index)
+                        $0.samples, views: $0.views, weight: head.weight.value, classes: classes, index: index,
+                        classOfRow: classOfRow)
                 } ?? (.nan, .nan)
             let record = EpochRecord(
                 epoch: epoch, trainLoss: lossSum / Double(batches), trainAccuracy: correct / Double(batches),
@@ -286,8 +332,31 @@ public final class BaseFitSession {
             observer?.epochFinished(record, isBest: epoch == Self.headEpochs)
         }
         let (unit, _) = CosineMarginSoftmax.normalizeRows(
-            head.weight.value.scalars, rows: classes.count, columns: features)
-        return (Tensor(shape: [classes.count, features], scalars: unit), history)
+            head.weight.value.scalars, rows: classOfRow.count, columns: features)
+        return (Tensor(shape: [classOfRow.count, features], scalars: unit), history)
+    }
+
+    /// Removes the embeddings of the crops with these content hashes from every embeddings cache
+    /// in `cacheDirectory` (an erasure); a cache that cannot be read is deleted (it is only a
+    /// cache). Returns how many crops' embeddings were removed.
+    package static func forgetEmbeddings(of hashes: Set<String>, in cacheDirectory: URL) throws -> Int {
+        var removed = 0
+        for name in (try? FileSystem.entries(of: cacheDirectory)) ?? []
+        where name.hasPrefix("embeddings-") || name.hasPrefix(".embeddings-") {
+            let url = cacheDirectory.appendingPathComponent(name)
+            // Leftovers of an interrupted write hold embeddings too.
+            guard !name.hasPrefix("."), name.hasSuffix(".cache"), var checkpoint = try? Checkpoint.read(from: url)
+            else {
+                try FileSystem.removeTree(url)
+                continue
+            }
+            let forgotten = checkpoint.tensors.keys.filter(hashes.contains)
+            guard !forgotten.isEmpty else { continue }
+            for hash in forgotten { checkpoint.tensors[hash] = nil }
+            try checkpoint.write(to: url)
+            removed += forgotten.count
+        }
+        return removed
     }
 
     /// Every view's embedding of every sample: from the cache when its content hash is there,

@@ -84,7 +84,9 @@ public final class FitSession {
     static func key(dataset: FaceDataset, configuration: FitConfiguration, definition: ModelDefinition) -> String {
         let settings = (try? JSONText.data(configuration, pretty: false)) ?? Data()
         let architecture = (try? JSONText.data(definition, pretty: false)) ?? Data()
-        return contentHash(Data(dataset.fingerprint.utf8) + settings + architecture)
+        // Corrections change the split, so they are part of what a checkpoint was trained on.
+        let corrections = Data(dataset.corrections.sorted().joined(separator: "\n").utf8)
+        return contentHash(Data(dataset.fingerprint.utf8) + corrections + settings + architecture)
     }
 
     /// Loss weight per class: inverse frequency in the training split, normalised to mean 1 over
@@ -320,6 +322,27 @@ public final class FitSession {
 
     /// Deletes the checkpoint once its run has become a bundle (or a base).
     public func removeCheckpoint() { checkpointLock.removeCheckpoint() }
+
+    /// Deletes every fit checkpoint in `directory` (an erasure: each was trained on everyone in its
+    /// data folder), with its lock and temporary files; returns how many checkpoints there were.
+    package static func removeCheckpoints(in directory: URL) throws -> Int {
+        let names = (try? FileSystem.entries(of: directory)) ?? []
+        for name in names where name.hasPrefix("fit-") || name.hasPrefix(".fit-") {
+            try FileSystem.removeTree(directory.appendingPathComponent(name))
+        }
+        return names.filter { $0.hasPrefix("fit-") && $0.hasSuffix(".checkpoint") }.count
+    }
+
+    /// Whether a fit is running on a checkpoint in `directory` (its lock is held), by its path.
+    package static func runningCheckpoint(in directory: URL) -> String? {
+        for name in (try? FileSystem.entries(of: directory)) ?? []
+        where name.hasPrefix("fit-") && name.hasSuffix(".lock") {
+            let url = directory.appendingPathComponent(name)
+            guard let lock = try? FileLock.acquire(url, create: false, wait: false) else { return url.path }
+            lock.release()
+        }
+        return nil
+    }
 
     private func lockCheckpoint() throws(FitError) { try checkpointLock.acquire() }
 }
