@@ -130,6 +130,10 @@ public final class FaceServer: @unchecked Sendable {
             record(request, response, route, 0)
             return response
         }
+        // The adapter's own answers (limits, paths), under the route they name.
+        let refused: HTTPServer.Refused = { request, response in
+            record(request, response, Route(path: request.path)?.template ?? Route.unmatchedTemplate, 0)
+        }
         let handler: HTTPServer.Handler = { [routes] request in
             let started = Date()
             let (response, route) = routes.respond(request)
@@ -138,7 +142,8 @@ public final class FaceServer: @unchecked Sendable {
         }
         http = try HTTPServer(
             host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
-            urlEncodedFormPaths: [Route.login.template], preflight: preflight, handler: handler)
+            urlEncodedFormPaths: [Route.login.template], preflight: preflight, refused: refused,
+            handler: handler)
         queue.start()
     }
 

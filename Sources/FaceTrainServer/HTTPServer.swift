@@ -13,7 +13,8 @@ public struct FormFile: Sendable {
 /// A request whose headers and body libmicrohttpd has parsed.
 public struct HTTPRequest: Sendable {
     public var method: String
-    /// The path without the query string, as sent (percent escapes left as they are).
+    /// The path without the query string, its percent escapes decoded (never to a '/' or a NUL:
+    /// `RequestTarget` refuses those); as sent when the request was refused for it.
     public var path: String
     /// Header values by lower-cased name.
     public var headers: [String: String]
@@ -125,9 +126,13 @@ public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     /// The answer a request gets from its method, path and headers alone, or nil to read its body.
     public typealias Preflight = @Sendable (HTTPRequest) -> HTTPResponse?
+    /// Told of each answer the adapter gives by itself (a broken limit, a bad path), which neither
+    /// `preflight` nor `handler` saw.
+    public typealias Refused = @Sendable (HTTPRequest, HTTPResponse) -> Void
 
     let handler: Handler
     let preflight: Preflight?
+    let refused: Refused?
     let limits: HTTPLimits
     /// Paths whose application/x-www-form-urlencoded bodies libmicrohttpd decodes into `fields`.
     let urlEncodedFormPaths: Set<String>
@@ -141,10 +146,11 @@ public final class HTTPServer: @unchecked Sendable {
     /// Starts listening on an IPv4 or IPv6 `host` and `port` (0: any free port), over HTTPS when `tls` is given.
     public init(
         host: String, port: Int, limits: HTTPLimits, tls: TLSCredentials? = nil, urlEncodedFormPaths: Set<String> = [],
-        preflight: Preflight? = nil, handler: @escaping Handler
+        preflight: Preflight? = nil, refused: Refused? = nil, handler: @escaping Handler
     ) throws {
         self.handler = handler
         self.preflight = preflight
+        self.refused = refused
         self.limits = limits
         self.urlEncodedFormPaths = urlEncodedFormPaths
         guard let address = SocketAddress(host: host, port: port) else {
@@ -171,9 +177,9 @@ public final class HTTPServer: @unchecked Sendable {
         // Connection memory holds headers and the post processor's buffer, not bodies (we copy those).
         daemon = address.withPointer { socketAddress in
             cmhd_start_daemon(
-                UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted,
-                Unmanaged.passUnretained(self).toOpaque(),
-                UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
+                UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted, requestStarted,
+                Unmanaged.passUnretained(self).toOpaque(), UInt32(limits.maximumConnections),
+                UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
         }
         guard let daemon else {
             if tls != nil {
@@ -203,8 +209,12 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// One request on its way in; libmicrohttpd keeps a pointer to it between callbacks.
     final class RequestState: @unchecked Sendable {
-        let method: String
-        let path: String
+        /// The request target as sent ("/v1/users/3?version=2"), before libmicrohttpd decodes it.
+        let target: String
+        var method = ""
+        var path = ""
+        /// Whether the access handler has seen the headers (its first call).
+        var headersRead = false
         var headers: [String: String] = [:]
         var cookies: [String: String] = [:]
         var clientAddress = ""
@@ -218,6 +228,8 @@ public final class HTTPServer: @unchecked Sendable {
         var receivedBytes = 0
         /// A limit this request broke: answered once the body is in (or at once, from Content-Length).
         var refusal: HTTPResponse?
+        /// Whether `refusal` is the adapter's own (`preflight`'s are told of by their route).
+        var refusalIsOwn = false
         var answered = false
         let limits: HTTPLimits
 
@@ -227,14 +239,15 @@ public final class HTTPServer: @unchecked Sendable {
         var partData = Data()
         var inPart = false
 
-        init(method: String, path: String, limits: HTTPLimits) {
-            self.method = method
-            self.path = path
+        init(target: String, limits: HTTPLimits) {
+            self.target = target
             self.limits = limits
         }
 
         func refuse(_ status: Int, _ message: String) {
-            if refusal == nil { refusal = ServerResponses.error(status, message) }
+            guard refusal == nil else { return }
+            refusal = ServerResponses.error(status, message)
+            refusalIsOwn = true
         }
 
         /// Files the current part into `files` or `fields`.
@@ -279,13 +292,22 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// A request's state, made when its request line is in (before libmicrohttpd decodes the target).
+    fileprivate func begin(target: String) -> UnsafeMutableRawPointer {
+        Unmanaged.passRetained(RequestState(target: target, limits: limits)).toOpaque()
+    }
+
     fileprivate func handle(
         _ connection: OpaquePointer, url: String, method: String, data: UnsafePointer<CChar>?,
         size: UnsafeMutablePointer<Int>, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        guard let pointer = context.pointee else {
+        // The URI log callback made the state; libmicrohttpd calls it before this, for every request.
+        if context.pointee == nil { context.pointee = begin(target: url) }
+        let state = Unmanaged<RequestState>.fromOpaque(context.pointee!).takeUnretainedValue()
+        guard state.headersRead else {
             // First call: the headers are in, the body is not.
-            let state = RequestState(method: method, path: url, limits: limits)
+            state.headersRead = true
+            state.method = method
             var address = [CChar](repeating: 0, count: 64)
             if cmhd_client_address(connection, &address, address.count) == 0 {
                 state.clientAddress = String(cString: address)
@@ -296,19 +318,24 @@ public final class HTTPServer: @unchecked Sendable {
                 connection, .COOKIE_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             MHD_get_connection_values(
                 connection, .GET_ARGUMENT_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
-            context.pointee = Unmanaged.passRetained(state).toOpaque()
+            let rawPath = String(state.target.prefix { $0 != "?" })
+            let decodedPath = RequestTarget.decodedPath(rawPath)
+            state.path = decodedPath ?? rawPath
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")
             // Url-encoded fields are decoded only where a form posts them (the admin login): elsewhere
             // such a body is kept whole, because curl -d sends JSON with that Content-Type.
             let form =
                 multipart
-                || (contentType.hasPrefix("application/x-www-form-urlencoded") && urlEncodedFormPaths.contains(url))
+                || (contentType.hasPrefix("application/x-www-form-urlencoded")
+                    && urlEncodedFormPaths.contains(state.path))
             let limit = multipart ? limits.maximumUploadBytes : limits.maximumBodyBytes
             state.bodyLimit = limit
             // A request refused on its headers (a write without the token) is answered before a byte of
             // its body is read, so an anonymous client cannot make the server hold an upload.
-            if let preflight, let early = preflight(state.request()) {
+            if decodedPath == nil {
+                state.refuse(400, RequestTarget.refusal(rawPath))
+            } else if let preflight, let early = preflight(state.request()) {
                 state.refusal = early
             } else if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
                 state.refuse(413, "the request body is \(length) bytes; the limit is \(limit) bytes")
@@ -324,7 +351,6 @@ public final class HTTPServer: @unchecked Sendable {
             if let refusal = state.refusal { return answer(connection, state, refusal) }
             return .YES
         }
-        let state = Unmanaged<RequestState>.fromOpaque(pointer).takeUnretainedValue()
         if size.pointee > 0 {
             let count = size.pointee
             size.pointee = 0
@@ -356,6 +382,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     private func answer(_ connection: OpaquePointer, _ state: RequestState, _ response: HTTPResponse) -> MHD_Result {
         state.answered = true
+        if state.refusal != nil && state.refusalIsOwn { refused?(state.request(), response) }
         let reply = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(
                 bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
@@ -379,6 +406,16 @@ private func accessHandler(
     return server.handle(
         connection, url: String(cString: url), method: String(cString: method), data: data, size: size,
         context: requestContext)
+}
+
+/// Called with each request target as sent, before libmicrohttpd decodes it; the state it returns
+/// is the request's context from then on (and `requestCompleted` releases it).
+private func requestStarted(
+    _ context: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    return server.begin(target: uri.map { String(cString: $0) } ?? "")
 }
 
 private func requestCompleted(

@@ -194,10 +194,12 @@ struct ServeCommandTests {
         #expect(try server.curl("GET", "/v1/models/1/manifest.json", authorized: false).status == 200)
         for path in [
             "/v1/models/1/weights.h5", "/v1/models/01/FaceClassifier.mlmodel", "/v1/models/2/FaceClassifier.mlmodel",
-            "/v1/models/1/..%2Fmanifest.json", "/v1/models/1/../1/manifest.json", "/v1/users/0", "/v1/users/abc",
+            "/v1/models/1/../1/manifest.json", "/v1/users/0", "/v1/users/abc",
         ] {
             #expect(try server.curl("GET", path, ["--path-as-is"]).status == 404, "\(path)")
         }
+        // An escaped '/' is refused before routing (escapedSlashesAndNULsReachNoRoute).
+        #expect(try server.curl("GET", "/v1/models/1/..%2Fmanifest.json").status == 400)
         let listing = try server.json("GET", "/v1/models").object["models"] as? [[String: Any]]
         #expect(listing?.compactMap { $0["version"] as? Int } == [1])
         try Self.recognizesAndVerifies(server, synth: synth, ids: ids)
