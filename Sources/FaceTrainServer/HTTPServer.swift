@@ -126,8 +126,8 @@ public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     /// The answer a request gets from its method, path and headers alone, or nil to read its body.
     public typealias Preflight = @Sendable (HTTPRequest) -> HTTPResponse?
-    /// Told of each answer the adapter gives by itself (a broken limit, a bad path), which neither
-    /// `preflight` nor `handler` saw.
+    /// Told of each answer the adapter gives by itself (a broken limit, a bad path or framing), which
+    /// neither `preflight` nor `handler` saw.
     public typealias Refused = @Sendable (HTTPRequest, HTTPResponse) -> Void
 
     let handler: Handler
@@ -216,6 +216,9 @@ public final class HTTPServer: @unchecked Sendable {
         /// Whether the access handler has seen the headers (its first call).
         var headersRead = false
         var headers: [String: String] = [:]
+        /// Every Content-Length and Transfer-Encoding value, repeats included (`headers` keeps one).
+        var contentLengths: [String] = []
+        var transferEncodings: [String] = []
         var cookies: [String: String] = [:]
         var clientAddress = ""
         var query: [String: String] = [:]
@@ -321,6 +324,8 @@ public final class HTTPServer: @unchecked Sendable {
             let rawPath = String(state.target.prefix { $0 != "?" })
             let decodedPath = RequestTarget.decodedPath(rawPath)
             state.path = decodedPath ?? rawPath
+            let framingProblem = RequestFraming.problem(
+                contentLengths: state.contentLengths, transferEncodings: state.transferEncodings)
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")
             // Url-encoded fields are decoded only where a form posts them (the admin login): elsewhere
@@ -335,6 +340,8 @@ public final class HTTPServer: @unchecked Sendable {
             // its body is read, so an anonymous client cannot make the server hold an upload.
             if decodedPath == nil {
                 state.refuse(400, RequestTarget.refusal(rawPath))
+            } else if let framingProblem {
+                state.refuse(400, framingProblem)
             } else if let preflight, let early = preflight(state.request()) {
                 state.refusal = early
             } else if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
@@ -443,7 +450,10 @@ private func collectValue(
     } else if kind == .GET_ARGUMENT_KIND {
         state.query[String(cString: key)] = text
     } else {
-        state.headers[String(cString: key).lowercased()] = text
+        let name = String(cString: key).lowercased()
+        state.headers[name] = text
+        if name == "content-length" { state.contentLengths.append(text) }
+        if name == "transfer-encoding" { state.transferEncodings.append(text) }
     }
     return .YES
 }

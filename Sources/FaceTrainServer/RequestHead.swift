@@ -1,5 +1,6 @@
 // The rules HTTPServer applies to a request's head (its request line and headers) before any
 // route sees it.
+import Foundation
 
 /// The path of a request target. libmicrohttpd would decode `%2F` into a separator and end the
 /// path at `%00`, so `/v1/users%2F3` would reach the route of `/v1/users/3` and `/healthz%00x` that
@@ -41,5 +42,29 @@ enum RequestTarget {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
         default: nil
         }
+    }
+}
+
+/// Where a request's body ends must have one reading: a proxy in front that reads it another way
+/// than libmicrohttpd (which takes the first Content-Length, and Transfer-Encoding over it) would
+/// let a client smuggle a second request inside the first.
+enum RequestFraming {
+    /// Why the framing headers are ambiguous, or nil. `contentLengths` and `transferEncodings` are
+    /// every value of those headers, repeats included.
+    static func problem(contentLengths: [String], transferEncodings: [String]) -> String? {
+        let lengths = Set(contentLengths.map { $0.trimmingCharacters(in: .whitespaces) })
+        if lengths.count > 1 {
+            return "the request has \(contentLengths.count) Content-Length headers that differ "
+                + "(\(lengths.sorted().joined(separator: ", "))); send one"
+        }
+        if !transferEncodings.isEmpty && !contentLengths.isEmpty {
+            return "the request has both Transfer-Encoding and Content-Length; send one of them "
+                + "(Content-Length, or Transfer-Encoding: chunked)"
+        }
+        if !transferEncodings.isEmpty && transferEncodings.map({ $0.lowercased() }) != ["chunked"] {
+            return "Transfer-Encoding '\(transferEncodings.joined(separator: ", "))' is not accepted; send the body "
+                + "with Content-Length, or with Transfer-Encoding: chunked alone"
+        }
+        return nil
     }
 }

@@ -7,6 +7,65 @@ import Testing
 /// What `facetrain serve`'s HTTP layer refuses before any route runs, and what reaches its log.
 /// Raw sockets are Python's, where curl would mend the request.
 extension ServeCommandTests {
+    /// A python3 script run in the background, its stdout going to a file; its stdin stays open
+    /// until `finish`, for scripts that hold something until the test is done.
+    final class PythonClient {
+        let process = Process()
+        let input = Pipe()
+        let outputURL: URL
+
+        init(_ script: String, _ arguments: [String]) throws {
+            outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("python-\(UUID().uuidString)")
+            _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", script] + arguments
+            process.standardInput = input
+            process.standardOutput = try FileHandle(forWritingTo: outputURL)
+            try process.run()
+        }
+
+        var output: String { (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "" }
+
+        /// Waits until stdout contains `text`; false on timeout or if the script ended first.
+        func waitFor(_ text: String, timeout: TimeInterval = 30) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                if output.contains(text) { return true }
+                if !process.isRunning { return output.contains(text) }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            return false
+        }
+
+        /// Closes its stdin, waits for it to end, and returns its stdout.
+        func finish() -> String {
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+            defer { try? FileManager.default.removeItem(at: outputURL) }
+            return output
+        }
+    }
+
+    /// Sends argv[2] on a new connection to 127.0.0.1:argv[1] and prints what comes back until the
+    /// server closes (10 s at most).
+    static let rawExchangeScript = """
+        import socket, sys
+        connection = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+        connection.sendall(sys.argv[2].encode())
+        answer = b""
+        try:
+            while chunk := connection.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+        sys.stdout.write(answer.decode("latin-1"))
+        """
+
+    /// One request written byte for byte (curl would mend duplicate or conflicting headers); the answer.
+    static func rawExchange(_ server: Server, _ request: String) throws -> String {
+        try PythonClient(rawExchangeScript, [String(server.port), request]).finish()
+    }
+
     /// libmicrohttpd decodes `%2F` into '/' and ends a path at `%00`: such paths are refused with a
     /// 400 that says why instead of reaching the route of another path; other escapes decode as before.
     @Test func escapedSlashesAndNULsReachNoRoute() throws {
@@ -27,5 +86,36 @@ extension ServeCommandTests {
         #expect(try server.json("GET", "/v1/users/3%20").status == 404)
         // The adapter's own refusals are logged and counted like any other answer.
         #expect(server.process.standardError.contains("GET /v1/users%2F3 400"), "\(server.process.standardError)")
+    }
+
+    /// A body with two readings (two different Content-Length values, or Content-Length beside
+    /// Transfer-Encoding) is refused with 400 from its headers and nothing is written; a repeated
+    /// identical Content-Length is one reading and passes.
+    @Test func ambiguousBodyFramingIsRefused() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let body = "{\"name\": \"Smuggled\"}"
+        let head =
+            "POST /v1/users HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nAuthorization: Bearer \(Self.token)\r\n"
+            + "Content-Type: application/json\r\nConnection: close\r\n"
+        let chunked = String(body.utf8.count, radix: 16) + "\r\n\(body)\r\n0\r\n\r\n"
+        let both = "both Transfer-Encoding and Content-Length"
+        for (headers, sent, expected) in [
+            ("Content-Length: \(body.utf8.count)\r\nContent-Length: 5\r\n", body, "Content-Length headers that differ"),
+            ("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", chunked, both),
+            ("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", chunked, both),
+            ("Transfer-Encoding: gzip, chunked\r\n", chunked, "is not accepted"),
+        ] {
+            let answer = try Self.rawExchange(server, head + headers + "\r\n" + sent)
+            #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains(expected), "\(headers): \(answer)")
+        }
+        let twice = "{\"name\": \"Twice\"}"
+        let same = "Content-Length: \(twice.utf8.count)\r\nContent-Length: \(twice.utf8.count)\r\n"
+        let answer = try Self.rawExchange(server, head + same + "\r\n" + twice)
+        #expect(answer.hasPrefix("HTTP/1.1 201"), "\(answer)")
+        let users = try String(contentsOf: data.appendingPathComponent("users.json"), encoding: .utf8)
+        #expect(!users.contains("Smuggled") && users.contains("Twice"), "\(users)")
     }
 }
