@@ -88,6 +88,23 @@ extension ServeCommandTests {
         #expect(server.process.standardError.contains("GET /v1/users%2F3 400"), "\(server.process.standardError)")
     }
 
+    /// A path with an escaped CR LF (or any control character) is logged on one line, its controls
+    /// escaped, so a client cannot write a line of its own into the log.
+    @Test func controlCharactersCannotForgeLogLines() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let forged = "/nothing%0D%0AGET%20/v1/forged%20200%200.1%20ms%1B[2J"
+        #expect(try server.json("GET", forged, authorized: false).status == 404)
+        #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
+        let log = server.process.standardError
+        #expect(log.contains("GET /nothing%0D%0AGET /v1/forged 200 0.1 ms%1B[2J 404"), "\(log)")
+        #expect(!log.split(whereSeparator: \.isNewline).contains { $0.hasPrefix("GET /v1/forged") }, "\(log)")
+        #expect(!log.contains("\u{1B}"))
+        #expect(ServerConfiguration.loggable("a\u{7F}b\u{85}c\u{0}é") == "a%7Fb%C2%85c%00é")
+    }
+
     /// A body with two readings (two different Content-Length values, or Content-Length beside
     /// Transfer-Encoding) is refused with 400 from its headers and nothing is written; a repeated
     /// identical Content-Length is one reading and passes.
