@@ -16,7 +16,8 @@ typedef void *(*cmhd_uri_log_callback)(void *context, const char *uri, struct MH
 static inline struct MHD_Daemon *cmhd_start_daemon(
     unsigned int flags, const struct sockaddr *address, unsigned short port, MHD_AccessHandlerCallback handler,
     MHD_RequestCompletedCallback completed, cmhd_uri_log_callback uriLog, void *context, unsigned int connectionLimit,
-    unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate, const char *key) {
+    unsigned int perAddressLimit, unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate,
+    const char *key) {
     /* One option list, with the TLS pair only when given (MHD_OPTION_ARRAY: integers in `value`,
        single pointers in `ptr_value`, a callback and its argument in both). `address` is a
        sockaddr_in, or a sockaddr_in6 when `flags` has MHD_USE_IPv6. */
@@ -25,7 +26,7 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, context},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uriLog, context},
         {MHD_OPTION_CONNECTION_LIMIT, connectionLimit, NULL},
-        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, perAddressLimit, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds, NULL},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)connectionMemoryLimit, NULL},
         {MHD_OPTION_END, 0, NULL},
@@ -60,4 +61,15 @@ static inline int cmhd_client_address(struct MHD_Connection *connection, char *b
     else if (address->sa_family == AF_INET6) bytes = &((const struct sockaddr_in6 *)address)->sin6_addr;
     else return -1;
     return inet_ntop(address->sa_family, bytes, buffer, (socklen_t)size) ? 0 : -1;
+}
+
+/// The connection's socket, or -1.
+static inline int cmhd_connection_socket(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? (int)info->connect_fd : -1;
+}
+
+/// Sets this connection's idle timeout (seconds; 0 would mean none).
+static inline void cmhd_set_connection_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }

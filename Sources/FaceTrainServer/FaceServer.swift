@@ -147,7 +147,7 @@ public final class FaceServer: @unchecked Sendable {
             record(request, response, route, 0)
             return response
         }
-        // The adapter's own answers (limits, paths, framing), under the route they name.
+        // The adapter's own answers (limits, paths, framing, slow bodies), under the route they name.
         let refused: HTTPServer.Refused = { request, response in
             record(request, response, Route(path: request.path)?.template ?? Route.unmatchedTemplate, 0)
         }

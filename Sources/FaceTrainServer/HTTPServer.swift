@@ -59,8 +59,14 @@ public struct HTTPLimits: Sendable {
     public var maximumFiles = 50
     /// Open connections at once (libmicrohttpd refuses more).
     public var maximumConnections = 64
+    /// Open connections from one client address, well below `maximumConnections` so that one client
+    /// cannot hold them all (libmicrohttpd closes the extra ones as they come).
+    public var maximumConnectionsPerAddress = 16
     /// Seconds a connection may stay idle before libmicrohttpd closes it.
     public var timeoutSeconds = 30
+    /// Seconds a request's whole body may take after its headers: a client that sends a byte now and
+    /// then (each within `timeoutSeconds`) would otherwise hold its connection forever. Answered 408.
+    public var bodyDeadlineSeconds = 60
 
     public init() {}
 }
@@ -126,14 +132,16 @@ public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     /// The answer a request gets from its method, path and headers alone, or nil to read its body.
     public typealias Preflight = @Sendable (HTTPRequest) -> HTTPResponse?
-    /// Told of each answer the adapter gives by itself (a broken limit, a bad path or framing), which
-    /// neither `preflight` nor `handler` saw.
+    /// Told of each answer the adapter gives by itself (a broken limit, a bad path or framing, a
+    /// body too slow), which neither `preflight` nor `handler` saw.
     public typealias Refused = @Sendable (HTTPRequest, HTTPResponse) -> Void
 
     let handler: Handler
     let preflight: Preflight?
     let refused: Refused?
     let limits: HTTPLimits
+    /// Over TLS the adapter cannot write a late 408 itself (see `refuseLateBody`).
+    let isTLS: Bool
     /// Paths whose application/x-www-form-urlencoded bodies libmicrohttpd decodes into `fields`.
     let urlEncodedFormPaths: Set<String>
     private var daemon: OpaquePointer?
@@ -152,6 +160,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.preflight = preflight
         self.refused = refused
         self.limits = limits
+        isTLS = tls != nil
         self.urlEncodedFormPaths = urlEncodedFormPaths
         guard let address = SocketAddress(host: host, port: port) else {
             throw HTTPServerError(
@@ -179,7 +188,7 @@ public final class HTTPServer: @unchecked Sendable {
             cmhd_start_daemon(
                 UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted, requestStarted,
                 Unmanaged.passUnretained(self).toOpaque(), UInt32(limits.maximumConnections),
-                UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
+                UInt32(limits.maximumConnectionsPerAddress), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
         }
         guard let daemon else {
             if tls != nil {
@@ -215,6 +224,8 @@ public final class HTTPServer: @unchecked Sendable {
         var path = ""
         /// Whether the access handler has seen the headers (its first call).
         var headersRead = false
+        /// When the body must be in (`HTTPLimits.bodyDeadlineSeconds` after the headers).
+        var bodyDeadline = ContinuousClock.now
         var headers: [String: String] = [:]
         /// Every Content-Length and Transfer-Encoding value, repeats included (`headers` keeps one).
         var contentLengths: [String] = []
@@ -311,6 +322,7 @@ public final class HTTPServer: @unchecked Sendable {
             // First call: the headers are in, the body is not.
             state.headersRead = true
             state.method = method
+            state.bodyDeadline = .now + .seconds(limits.bodyDeadlineSeconds)
             var address = [CChar](repeating: 0, count: 64)
             if cmhd_client_address(connection, &address, address.count) == 0 {
                 state.clientAddress = String(cString: address)
@@ -356,11 +368,13 @@ public final class HTTPServer: @unchecked Sendable {
             }
             // Answering now spares reading a body that will be refused (and curl's 100-continue waits for it).
             if let refusal = state.refusal { return answer(connection, state, refusal) }
+            _ = holdToBodyDeadline(connection, state)
             return .YES
         }
         if size.pointee > 0 {
             let count = size.pointee
             size.pointee = 0
+            guard holdToBodyDeadline(connection, state) else { return refuseLateBody(connection, state) }
             if state.answered || state.refusal != nil { return .YES }  // read and dropped
             state.receivedBytes += count
             let limit = state.bodyLimit
@@ -387,9 +401,44 @@ public final class HTTPServer: @unchecked Sendable {
         return answer(connection, state, state.refusal ?? handler(state.request()))
     }
 
+    /// Whether the body may still come; if so, the connection's idle timeout is cut to the time left,
+    /// so that a client that falls silent is closed at the deadline, not `timeoutSeconds` later.
+    private func holdToBodyDeadline(_ connection: OpaquePointer, _ state: RequestState) -> Bool {
+        let now = ContinuousClock.now
+        guard now < state.bodyDeadline else { return false }
+        let (seconds, attoseconds) = now.duration(to: state.bodyDeadline).components
+        let left = Int(seconds) + (attoseconds > 0 ? 1 : 0)
+        cmhd_set_connection_timeout(connection, UInt32(max(1, min(left, limits.timeoutSeconds))))
+        return true
+    }
+
+    /// Answers 408 to a request whose body missed its deadline, and closes the connection.
+    /// libmicrohttpd queues answers only before a body or after the whole of it, so the adapter writes
+    /// this one on the socket itself; over TLS it cannot (the bytes would need GnuTLS), and only closes.
+    fileprivate func refuseLateBody(_ connection: OpaquePointer, _ state: RequestState) -> MHD_Result {
+        guard !state.answered else { return .NO }
+        state.answered = true
+        let response = ServerResponses.error(
+            408,
+            "the request body did not arrive within \(limits.bodyDeadlineSeconds) s of its headers; send it at "
+                + "once, or in smaller requests")
+        refused?(state.request(), response)
+        let socket = cmhd_connection_socket(connection)
+        if !isTLS, socket >= 0 {
+            var head = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+            for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+            head += "Content-Length: \(response.body.count)\r\n\r\n"
+            let bytes = Data(head.utf8) + response.body
+            _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        return .NO
+    }
+
     private func answer(_ connection: OpaquePointer, _ state: RequestState, _ response: HTTPResponse) -> MHD_Result {
         state.answered = true
         if state.refusal != nil && state.refusalIsOwn { refused?(state.request(), response) }
+        // The answer and a keep-alive connection's next request get the whole idle timeout again.
+        cmhd_set_connection_timeout(connection, UInt32(limits.timeoutSeconds))
         let reply = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(
                 bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
@@ -431,6 +480,10 @@ private func requestCompleted(
 ) {
     guard let requestContext, let pointer = requestContext.pointee else { return }
     let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(pointer).takeRetainedValue()
+    // A body that stopped coming (the deadline cut the idle timeout short) is told why before the close.
+    if code == .REQUEST_TERMINATED_TIMEOUT_REACHED, state.headersRead, !state.answered, let context, let connection {
+        _ = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().refuseLateBody(connection, state)
+    }
     // A client that hung up mid-upload leaves the processor alive.
     if let processor = state.postProcessor { MHD_destroy_post_processor(processor) }
     state.postProcessor = nil

@@ -66,6 +66,103 @@ extension ServeCommandTests {
         try PythonClient(rawExchangeScript, [String(server.port), request]).finish()
     }
 
+    /// Sends argv[3] (a request's head), then for 10 s at most either a byte of body every 0.4 s
+    /// (argv[2] "trickle") or nothing ("silent"); prints the seconds until the server closed, then
+    /// what it answered.
+    static let slowClientScript = """
+        import select, socket, sys, time
+        connection = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+        connection.sendall(sys.argv[3].encode())
+        start = time.monotonic()
+        answer = b""
+        while time.monotonic() - start < 10:
+            if select.select([connection], [], [], 0.4)[0]:
+                try:
+                    chunk = connection.recv(65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                answer += chunk
+            elif sys.argv[2] == "trickle":
+                try:
+                    connection.send(b" ")
+                except OSError:
+                    break
+        print("%.2f" % (time.monotonic() - start))
+        sys.stdout.write(answer.decode("latin-1"))
+        """
+
+    /// A body that does not arrive within --body-timeout of its headers is answered 408 and its
+    /// connection closed, whether the client trickles a byte at a time (each well within the 30 s
+    /// idle timeout) or falls silent; other requests are served meanwhile, and a prompt body still is.
+    @Test func slowBodiesAreCutOffAtTheDeadline() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models, extra: ["--body-timeout", "2"])
+        defer { server.kill() }
+        let head =
+            "POST /v1/users HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nAuthorization: Bearer \(Self.token)\r\n"
+            + "Content-Type: application/json\r\nContent-Length: 64\r\n\r\n{\"name\": \"Slow\""
+        for mode in ["trickle", "silent"] {
+            let client = try PythonClient(Self.slowClientScript, [String(server.port), mode, head])
+            Thread.sleep(forTimeInterval: 1)
+            #expect(try server.json("GET", "/healthz").status == 200, "\(mode)")
+            let output = client.finish()
+            let seconds = Double(output.prefix { $0 != "\n" }) ?? .infinity
+            #expect(output.contains("HTTP/1.1 408") && output.contains("within 2 s"), "\(mode): \(output)")
+            #expect((1.5...6).contains(seconds), "\(mode): closed after \(seconds) s")
+        }
+        #expect(server.process.standardError.contains("POST /v1/users 408"), "\(server.process.standardError)")
+        #expect(try server.json("POST", "/v1/users", "{\"name\": \"Prompt\"}").status == 201)
+        let users = try String(contentsOf: data.appendingPathComponent("users.json"), encoding: .utf8)
+        #expect(!users.contains("Slow") && users.contains("Prompt"))
+    }
+
+    /// Opens argv[2] idle connections to 127.0.0.1:argv[1], prints how many the server kept open
+    /// after a second, and holds them until its stdin closes (30 s at most).
+    static let connectionHolderScript = """
+        import signal, socket, sys, time
+        signal.alarm(30)
+        held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) for _ in range(int(sys.argv[2]))]
+        time.sleep(1)
+        def is_open(connection):
+            connection.setblocking(False)
+            try:
+                return connection.recv(1, socket.MSG_PEEK) != b""
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+        print("open %d" % sum(is_open(connection) for connection in held), flush=True)
+        sys.stdin.read()
+        """
+
+    /// One address gets at most `maximumConnectionsPerAddress` of the 64 connections: the extra ones
+    /// are closed as they come, that address's next request too, while another address is served;
+    /// once the idle ones go, the address is served again.
+    @Test func oneAddressCannotHoldEveryConnection() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models)
+        defer { server.kill() }
+        let cap = HTTPLimits().maximumConnectionsPerAddress
+        #expect(cap < HTTPLimits().maximumConnections / 2)
+        let holder = try PythonClient(Self.connectionHolderScript, [String(server.port), String(cap + 8)])
+        #expect(holder.waitFor("open "), "\(holder.output)")
+        #expect(holder.output.contains("open \(cap)\n"), "\(holder.output)")
+        // Another loopback address (the whole of 127/8 is this machine) is not held back.
+        #expect(try server.curl("GET", "/healthz", ["--interface", "127.0.0.2"]).status == 200)
+        #expect(try server.curl("GET", "/healthz").status != 200)
+        _ = holder.finish()
+        var status = 0
+        for _ in 0..<50 where status != 200 {
+            Thread.sleep(forTimeInterval: 0.1)
+            status = try server.curl("GET", "/healthz").status
+        }
+        #expect(status == 200)
+    }
+
     /// libmicrohttpd decodes `%2F` into '/' and ends a path at `%00`: such paths are refused with a
     /// 400 that says why instead of reaching the route of another path; other escapes decode as before.
     @Test func escapedSlashesAndNULsReachNoRoute() throws {
