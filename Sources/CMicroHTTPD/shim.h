@@ -11,6 +11,9 @@
 /// what it returns is the request's context in the access handler's first call.
 typedef void *(*cmhd_uri_log_callback)(void *context, const char *uri, struct MHD_Connection *connection);
 
+/// TLS 1.2 and 1.3 only: GnuTLS's defaults still accept 1.0 and 1.1.
+#define CMHD_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 /// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection; with
 /// MHD_USE_TLS in `flags`, `certificate` and `key` are the PEM texts (else both NULL).
 static inline struct MHD_Daemon *cmhd_start_daemon(
@@ -18,7 +21,7 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
     MHD_RequestCompletedCallback completed, cmhd_uri_log_callback uriLog, void *context, unsigned int connectionLimit,
     unsigned int perAddressLimit, unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate,
     const char *key) {
-    /* One option list, with the TLS pair only when given (MHD_OPTION_ARRAY: integers in `value`,
+    /* One option list, with the TLS options only when given (MHD_OPTION_ARRAY: integers in `value`,
        single pointers in `ptr_value`, a callback and its argument in both). `address` is a
        sockaddr_in, or a sockaddr_in6 when `flags` has MHD_USE_IPv6. */
     struct MHD_OptionItem options[] = {
@@ -32,10 +35,12 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
+        {MHD_OPTION_END, 0, NULL},
     };
     if (certificate != NULL && key != NULL) {
         options[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
         options[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        options[9] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)CMHD_TLS_PRIORITIES};
     }
     return MHD_start_daemon(flags, port, NULL, NULL, handler, context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }

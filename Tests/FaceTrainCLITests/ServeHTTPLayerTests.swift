@@ -232,4 +232,56 @@ extension ServeCommandTests {
         let users = try String(contentsOf: data.appendingPathComponent("users.json"), encoding: .utf8)
         #expect(!users.contains("Smuggled") && users.contains("Twice"), "\(users)")
     }
+
+    /// Connects with each TLS version from 1.0 to 1.3 to 127.0.0.1:argv[1] and prints one line each:
+    /// "accepted", "refused <reason>", or "untried <reason>" when this OpenSSL cannot offer the version.
+    static let tlsVersionsScript = """
+        import socket, ssl, sys, warnings
+        warnings.simplefilter("ignore")  # 1.0 and 1.1 are deprecated, which is the point
+        for name in ["TLSv1", "TLSv1_1", "TLSv1_2", "TLSv1_3"]:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            try:
+                context.set_ciphers("ALL:@SECLEVEL=0")
+                context.minimum_version = context.maximum_version = getattr(ssl.TLSVersion, name)
+            except (ValueError, ssl.SSLError) as error:
+                print(name, "untried", error)
+                continue
+            try:
+                with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as plain:
+                    with context.wrap_socket(plain) as secure:
+                        print(name, "accepted", secure.version())
+            except ssl.SSLError as error:
+                print(name, "untried" if error.reason == "NO_PROTOCOLS_AVAILABLE" else "refused", error.reason)
+            except OSError as error:
+                print(name, "refused", error)
+        """
+
+    /// With --cert/--key the server speaks TLS 1.2 and 1.3 only: GnuTLS's defaults took 1.0 and 1.1.
+    @Test func tlsBefore1_2IsRefused() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        let scratch = data.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let (certificate, key) = try Self.selfSigned(in: scratch, name: "server")
+        let server = try Server(
+            data: data, models: models, extra: ["--cert", certificate.path, "--key", key.path],
+            certificateAuthority: certificate)
+        defer { server.kill() }
+        let lines = try PythonClient(Self.tlsVersionsScript, [String(server.port)]).finish()
+            .split(separator: "\n").map(String.init)
+        let outcome = Dictionary(lines.map { (String($0.prefix { $0 != " " }), $0) }, uniquingKeysWith: { $1 })
+        #expect(outcome["TLSv1_2"]?.contains("accepted TLSv1.2") == true, "\(lines)")
+        #expect(outcome["TLSv1_3"]?.contains("accepted TLSv1.3") == true, "\(lines)")
+        var tried = 0
+        for version in ["TLSv1", "TLSv1_1"] {
+            let line = outcome[version] ?? "\(version) missing"
+            // An OpenSSL that cannot even offer the version says so before connecting: nothing to learn.
+            if line.contains(" untried ") { continue }
+            tried += 1
+            #expect(line.contains(" refused "), "\(line)")
+        }
+        if tried == 0 { print("note: this OpenSSL cannot offer TLS 1.0 or 1.1; only 1.2 and 1.3 were checked") }
+        #expect(try server.json("GET", "/healthz").status == 200)
+    }
 }
