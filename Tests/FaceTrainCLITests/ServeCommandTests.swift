@@ -416,6 +416,13 @@ struct ServeCommandTests {
             #expect(String(decoding: foreign.body, as: UTF8.self).contains("another site"))
             let opaque = try server.curl("POST", "/v1/training", ["-H", "Origin: null"])
             #expect(opaque.status == 403)
+            // Another site's page cannot log the admin out either; it can only log in with the token.
+            let logout = try server.curl("POST", "/logout", ["-H", "Origin: https://evil.example"])
+            #expect(logout.status == 403 && logout.headers["set-cookie"] == nil, "\(logout.headers)")
+            let login = try server.curl(
+                "POST", "/login", ["--data-urlencode", "token=\(Self.token)", "-H", "Origin: https://evil.example"],
+                authorized: false)
+            #expect(login.status == 303, "token \(token ?? "none")")
             let own = try server.curl("POST", "/v1/users", body + ["-H", "Origin: \(server.origin)"])
             #expect(own.status == 201, "\(String(decoding: own.body, as: UTF8.self))")
             let rebound = try server.curl("GET", "/v1/users", ["-H", "Host: evil.example:\(server.port)"])
