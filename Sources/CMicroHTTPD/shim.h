@@ -1,4 +1,4 @@
-// MHD_start_daemon and MHD_get_daemon_info are variadic, which Swift cannot call: these fix their arguments.
+// MHD_start_daemon, MHD_get_daemon_info and the other variadic calls, which Swift cannot make: these fix their arguments.
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -7,29 +7,40 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 
+/// Called with each request's target as sent (before libmicrohttpd decodes its percent escapes);
+/// what it returns is the request's context in the access handler's first call.
+typedef void *(*cmhd_uri_log_callback)(void *context, const char *uri, struct MHD_Connection *connection);
+
+/// TLS 1.2 and 1.3 only: GnuTLS's defaults still accept 1.0 and 1.1.
+#define CMHD_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 /// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection; with
 /// MHD_USE_TLS in `flags`, `certificate` and `key` are the PEM texts (else both NULL).
 static inline struct MHD_Daemon *cmhd_start_daemon(
     unsigned int flags, const struct sockaddr *address, unsigned short port, MHD_AccessHandlerCallback handler,
-    MHD_RequestCompletedCallback completed, void *context, unsigned int connectionLimit,
-    unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate, const char *key) {
-    /* One option list, with the TLS pair only when given (MHD_OPTION_ARRAY: integers in `value`,
+    MHD_RequestCompletedCallback completed, cmhd_uri_log_callback uriLog, void *context, unsigned int connectionLimit,
+    unsigned int perAddressLimit, unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate,
+    const char *key) {
+    /* One option list, with the TLS options only when given (MHD_OPTION_ARRAY: integers in `value`,
        single pointers in `ptr_value`, a callback and its argument in both). `address` is a
        sockaddr_in, or a sockaddr_in6 when `flags` has MHD_USE_IPv6. */
     struct MHD_OptionItem options[] = {
         {MHD_OPTION_SOCK_ADDR, 0, (void *)address},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, context},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uriLog, context},
         {MHD_OPTION_CONNECTION_LIMIT, connectionLimit, NULL},
-        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, connectionLimit, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, perAddressLimit, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds, NULL},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)connectionMemoryLimit, NULL},
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
+        {MHD_OPTION_END, 0, NULL},
     };
     if (certificate != NULL && key != NULL) {
-        options[6] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
-        options[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        options[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
+        options[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        options[9] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)CMHD_TLS_PRIORITIES};
     }
     return MHD_start_daemon(flags, port, NULL, NULL, handler, context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }
@@ -46,7 +57,6 @@ static inline int cmhd_supports_tls(void) {
 }
 
 /// The client's numeric address ("127.0.0.1", "::1") into `buffer`; 0, or -1 when it is unknown.
-/// MHD_get_connection_info is variadic, which Swift cannot call.
 static inline int cmhd_client_address(struct MHD_Connection *connection, char *buffer, size_t size) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (info == NULL || info->client_addr == NULL) return -1;
@@ -56,4 +66,15 @@ static inline int cmhd_client_address(struct MHD_Connection *connection, char *b
     else if (address->sa_family == AF_INET6) bytes = &((const struct sockaddr_in6 *)address)->sin6_addr;
     else return -1;
     return inet_ntop(address->sa_family, bytes, buffer, (socklen_t)size) ? 0 : -1;
+}
+
+/// The connection's socket, or -1.
+static inline int cmhd_connection_socket(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? (int)info->connect_fd : -1;
+}
+
+/// Sets this connection's idle timeout (seconds; 0 would mean none).
+static inline void cmhd_set_connection_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }

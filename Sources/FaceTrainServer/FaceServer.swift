@@ -23,7 +23,8 @@ public struct ServerConfiguration: Sendable {
     public var fitJob: FitJob
     public var gate = PublishGate()
     public var baseURL: String?
-    /// Called with each answered request (method, path, status, milliseconds).
+    /// Called with each answered request (method, path, status, milliseconds); the method and path
+    /// have their control characters escaped (`ServerConfiguration.loggable`).
     public var log: @Sendable (String, String, Int, Double) -> Void = { _, _, _, _ in }
     /// Tests: called at named points of a write, where they kill the process.
     public var pause: @Sendable (String) -> Void = { _ in }
@@ -47,6 +48,20 @@ public struct ServerConfiguration: Sendable {
         }
         var address = in_addr()
         return inet_pton(AF_INET, host, &address) == 1 ? (host, port) : nil
+    }
+
+    /// `text` with its control characters (C0, DEL, C1) percent-escaped as their UTF-8 bytes: what a
+    /// client sent goes into one log line, and an encoded CR LF in a path must not start a forged one.
+    public static func loggable(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                for byte in String(scalar).utf8 { escaped += String(format: "%%%02X", byte) }
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
     }
 
     /// The host as it goes into a URL: IPv6 addresses in brackets.
@@ -128,12 +143,18 @@ public final class FaceServer: @unchecked Sendable {
         let record: @Sendable (HTTPRequest, HTTPResponse, String, Double) -> Void = {
             request, response, route, seconds in
             metrics.recordRequest(route: route, method: request.method, status: response.status, seconds: seconds)
-            log(request.method, request.path, response.status, seconds * 1000)
+            log(
+                ServerConfiguration.loggable(request.method), ServerConfiguration.loggable(request.path),
+                response.status, seconds * 1000)
         }
         let preflight: HTTPServer.Preflight = { [routes] request in
             guard let (response, route) = routes.preflight(request) else { return nil }
             record(request, response, route, 0)
             return response
+        }
+        // The adapter's own answers (limits, paths, framing, slow bodies), under the route they name.
+        let refused: HTTPServer.Refused = { request, response in
+            record(request, response, Route(path: request.path)?.template ?? Route.unmatchedTemplate, 0)
         }
         let handler: HTTPServer.Handler = { [routes] request in
             let started = Date()
@@ -144,6 +165,7 @@ public final class FaceServer: @unchecked Sendable {
         http = try HTTPServer(
             host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
             urlEncodedFormPaths: [Route.login.template, Route.correctForm.template], preflight: preflight,
+            refused: refused,
             handler: handler)
         queue.start()
     }

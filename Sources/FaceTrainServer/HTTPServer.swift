@@ -13,7 +13,8 @@ public struct FormFile: Sendable {
 /// A request whose headers and body libmicrohttpd has parsed.
 public struct HTTPRequest: Sendable {
     public var method: String
-    /// The path without the query string, as sent (percent escapes left as they are).
+    /// The path without the query string, its percent escapes decoded (never to a '/' or a NUL:
+    /// `RequestTarget` refuses those); as sent when the request was refused for it.
     public var path: String
     /// Header values by lower-cased name.
     public var headers: [String: String]
@@ -58,8 +59,14 @@ public struct HTTPLimits: Sendable {
     public var maximumFiles = 50
     /// Open connections at once (libmicrohttpd refuses more).
     public var maximumConnections = 64
+    /// Open connections from one client address, well below `maximumConnections` so that one client
+    /// cannot hold them all (libmicrohttpd closes the extra ones as they come).
+    public var maximumConnectionsPerAddress = 16
     /// Seconds a connection may stay idle before libmicrohttpd closes it.
     public var timeoutSeconds = 30
+    /// Seconds a request's whole body may take after its headers: a client that sends a byte now and
+    /// then (each within `timeoutSeconds`) would otherwise hold its connection forever. Answered 408.
+    public var bodyDeadlineSeconds = 60
 
     public init() {}
 }
@@ -125,10 +132,16 @@ public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     /// The answer a request gets from its method, path and headers alone, or nil to read its body.
     public typealias Preflight = @Sendable (HTTPRequest) -> HTTPResponse?
+    /// Told of each answer the adapter gives by itself (a broken limit, a bad path or framing, a
+    /// body too slow), which neither `preflight` nor `handler` saw.
+    public typealias Refused = @Sendable (HTTPRequest, HTTPResponse) -> Void
 
     let handler: Handler
     let preflight: Preflight?
+    let refused: Refused?
     let limits: HTTPLimits
+    /// Over TLS the adapter cannot write a late 408 itself (see `refuseLateBody`).
+    let isTLS: Bool
     /// Paths whose application/x-www-form-urlencoded bodies libmicrohttpd decodes into `fields`.
     let urlEncodedFormPaths: Set<String>
     private var daemon: OpaquePointer?
@@ -141,11 +154,13 @@ public final class HTTPServer: @unchecked Sendable {
     /// Starts listening on an IPv4 or IPv6 `host` and `port` (0: any free port), over HTTPS when `tls` is given.
     public init(
         host: String, port: Int, limits: HTTPLimits, tls: TLSCredentials? = nil, urlEncodedFormPaths: Set<String> = [],
-        preflight: Preflight? = nil, handler: @escaping Handler
+        preflight: Preflight? = nil, refused: Refused? = nil, handler: @escaping Handler
     ) throws {
         self.handler = handler
         self.preflight = preflight
+        self.refused = refused
         self.limits = limits
+        isTLS = tls != nil
         self.urlEncodedFormPaths = urlEncodedFormPaths
         guard let address = SocketAddress(host: host, port: port) else {
             throw HTTPServerError(
@@ -171,9 +186,9 @@ public final class HTTPServer: @unchecked Sendable {
         // Connection memory holds headers and the post processor's buffer, not bodies (we copy those).
         daemon = address.withPointer { socketAddress in
             cmhd_start_daemon(
-                UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted,
-                Unmanaged.passUnretained(self).toOpaque(),
-                UInt32(limits.maximumConnections), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
+                UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted, requestStarted,
+                Unmanaged.passUnretained(self).toOpaque(), UInt32(limits.maximumConnections),
+                UInt32(limits.maximumConnectionsPerAddress), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
         }
         guard let daemon else {
             if tls != nil {
@@ -203,9 +218,18 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// One request on its way in; libmicrohttpd keeps a pointer to it between callbacks.
     final class RequestState: @unchecked Sendable {
-        let method: String
-        let path: String
+        /// The request target as sent ("/v1/users/3?version=2"), before libmicrohttpd decodes it.
+        let target: String
+        var method = ""
+        var path = ""
+        /// Whether the access handler has seen the headers (its first call).
+        var headersRead = false
+        /// When the body must be in (`HTTPLimits.bodyDeadlineSeconds` after the headers).
+        var bodyDeadline = ContinuousClock.now
         var headers: [String: String] = [:]
+        /// Every Content-Length and Transfer-Encoding value, repeats included (`headers` keeps one).
+        var contentLengths: [String] = []
+        var transferEncodings: [String] = []
         var cookies: [String: String] = [:]
         var clientAddress = ""
         var query: [String: String] = [:]
@@ -218,6 +242,8 @@ public final class HTTPServer: @unchecked Sendable {
         var receivedBytes = 0
         /// A limit this request broke: answered once the body is in (or at once, from Content-Length).
         var refusal: HTTPResponse?
+        /// Whether `refusal` is the adapter's own (`preflight`'s are told of by their route).
+        var refusalIsOwn = false
         var answered = false
         let limits: HTTPLimits
 
@@ -227,14 +253,15 @@ public final class HTTPServer: @unchecked Sendable {
         var partData = Data()
         var inPart = false
 
-        init(method: String, path: String, limits: HTTPLimits) {
-            self.method = method
-            self.path = path
+        init(target: String, limits: HTTPLimits) {
+            self.target = target
             self.limits = limits
         }
 
         func refuse(_ status: Int, _ message: String) {
-            if refusal == nil { refusal = ServerResponses.error(status, message) }
+            guard refusal == nil else { return }
+            refusal = ServerResponses.error(status, message)
+            refusalIsOwn = true
         }
 
         /// Files the current part into `files` or `fields`.
@@ -279,13 +306,23 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// A request's state, made when its request line is in (before libmicrohttpd decodes the target).
+    fileprivate func begin(target: String) -> UnsafeMutableRawPointer {
+        Unmanaged.passRetained(RequestState(target: target, limits: limits)).toOpaque()
+    }
+
     fileprivate func handle(
         _ connection: OpaquePointer, url: String, method: String, data: UnsafePointer<CChar>?,
         size: UnsafeMutablePointer<Int>, context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        guard let pointer = context.pointee else {
+        // The URI log callback made the state; libmicrohttpd calls it before this, for every request.
+        if context.pointee == nil { context.pointee = begin(target: url) }
+        let state = Unmanaged<RequestState>.fromOpaque(context.pointee!).takeUnretainedValue()
+        guard state.headersRead else {
             // First call: the headers are in, the body is not.
-            let state = RequestState(method: method, path: url, limits: limits)
+            state.headersRead = true
+            state.method = method
+            state.bodyDeadline = .now + .seconds(limits.bodyDeadlineSeconds)
             var address = [CChar](repeating: 0, count: 64)
             if cmhd_client_address(connection, &address, address.count) == 0 {
                 state.clientAddress = String(cString: address)
@@ -296,19 +333,28 @@ public final class HTTPServer: @unchecked Sendable {
                 connection, .COOKIE_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
             MHD_get_connection_values(
                 connection, .GET_ARGUMENT_KIND, collectValue, Unmanaged.passUnretained(state).toOpaque())
-            context.pointee = Unmanaged.passRetained(state).toOpaque()
+            let rawPath = String(state.target.prefix { $0 != "?" })
+            let decodedPath = RequestTarget.decodedPath(rawPath)
+            state.path = decodedPath ?? rawPath
+            let framingProblem = RequestFraming.problem(
+                contentLengths: state.contentLengths, transferEncodings: state.transferEncodings)
             let contentType = state.headers["content-type"]?.lowercased() ?? ""
             let multipart = contentType.hasPrefix("multipart/form-data")
             // Url-encoded fields are decoded only where a form posts them (the admin login): elsewhere
             // such a body is kept whole, because curl -d sends JSON with that Content-Type.
             let form =
                 multipart
-                || (contentType.hasPrefix("application/x-www-form-urlencoded") && urlEncodedFormPaths.contains(url))
+                || (contentType.hasPrefix("application/x-www-form-urlencoded")
+                    && urlEncodedFormPaths.contains(state.path))
             let limit = multipart ? limits.maximumUploadBytes : limits.maximumBodyBytes
             state.bodyLimit = limit
             // A request refused on its headers (a write without the token) is answered before a byte of
             // its body is read, so an anonymous client cannot make the server hold an upload.
-            if let preflight, let early = preflight(state.request()) {
+            if decodedPath == nil {
+                state.refuse(400, RequestTarget.refusal(rawPath))
+            } else if let framingProblem {
+                state.refuse(400, framingProblem)
+            } else if let preflight, let early = preflight(state.request()) {
                 state.refusal = early
             } else if let length = state.headers["content-length"].flatMap({ Int($0) }), length > limit {
                 state.refuse(413, "the request body is \(length) bytes; the limit is \(limit) bytes")
@@ -322,12 +368,13 @@ public final class HTTPServer: @unchecked Sendable {
             }
             // Answering now spares reading a body that will be refused (and curl's 100-continue waits for it).
             if let refusal = state.refusal { return answer(connection, state, refusal) }
+            _ = holdToBodyDeadline(connection, state)
             return .YES
         }
-        let state = Unmanaged<RequestState>.fromOpaque(pointer).takeUnretainedValue()
         if size.pointee > 0 {
             let count = size.pointee
             size.pointee = 0
+            guard holdToBodyDeadline(connection, state) else { return refuseLateBody(connection, state) }
             if state.answered || state.refusal != nil { return .YES }  // read and dropped
             state.receivedBytes += count
             let limit = state.bodyLimit
@@ -354,8 +401,44 @@ public final class HTTPServer: @unchecked Sendable {
         return answer(connection, state, state.refusal ?? handler(state.request()))
     }
 
+    /// Whether the body may still come; if so, the connection's idle timeout is cut to the time left,
+    /// so that a client that falls silent is closed at the deadline, not `timeoutSeconds` later.
+    private func holdToBodyDeadline(_ connection: OpaquePointer, _ state: RequestState) -> Bool {
+        let now = ContinuousClock.now
+        guard now < state.bodyDeadline else { return false }
+        let (seconds, attoseconds) = now.duration(to: state.bodyDeadline).components
+        let left = Int(seconds) + (attoseconds > 0 ? 1 : 0)
+        cmhd_set_connection_timeout(connection, UInt32(max(1, min(left, limits.timeoutSeconds))))
+        return true
+    }
+
+    /// Answers 408 to a request whose body missed its deadline, and closes the connection.
+    /// libmicrohttpd queues answers only before a body or after the whole of it, so the adapter writes
+    /// this one on the socket itself; over TLS it cannot (the bytes would need GnuTLS), and only closes.
+    fileprivate func refuseLateBody(_ connection: OpaquePointer, _ state: RequestState) -> MHD_Result {
+        guard !state.answered else { return .NO }
+        state.answered = true
+        let response = ServerResponses.error(
+            408,
+            "the request body did not arrive within \(limits.bodyDeadlineSeconds) s of its headers; send it at "
+                + "once, or in smaller requests")
+        refused?(state.request(), response)
+        let socket = cmhd_connection_socket(connection)
+        if !isTLS, socket >= 0 {
+            var head = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+            for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+            head += "Content-Length: \(response.body.count)\r\n\r\n"
+            let bytes = Data(head.utf8) + response.body
+            _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        return .NO
+    }
+
     private func answer(_ connection: OpaquePointer, _ state: RequestState, _ response: HTTPResponse) -> MHD_Result {
         state.answered = true
+        if state.refusal != nil && state.refusalIsOwn { refused?(state.request(), response) }
+        // The answer and a keep-alive connection's next request get the whole idle timeout again.
+        cmhd_set_connection_timeout(connection, UInt32(limits.timeoutSeconds))
         let reply = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(
                 bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
@@ -381,12 +464,26 @@ private func accessHandler(
         context: requestContext)
 }
 
+/// Called with each request target as sent, before libmicrohttpd decodes it; the state it returns
+/// is the request's context from then on (and `requestCompleted` releases it).
+private func requestStarted(
+    _ context: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    return server.begin(target: uri.map { String(cString: $0) } ?? "")
+}
+
 private func requestCompleted(
     _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
     _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
 ) {
     guard let requestContext, let pointer = requestContext.pointee else { return }
     let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(pointer).takeRetainedValue()
+    // A body that stopped coming (the deadline cut the idle timeout short) is told why before the close.
+    if code == .REQUEST_TERMINATED_TIMEOUT_REACHED, state.headersRead, !state.answered, let context, let connection {
+        _ = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().refuseLateBody(connection, state)
+    }
     // A client that hung up mid-upload leaves the processor alive.
     if let processor = state.postProcessor { MHD_destroy_post_processor(processor) }
     state.postProcessor = nil
@@ -406,7 +503,10 @@ private func collectValue(
     } else if kind == .GET_ARGUMENT_KIND {
         state.query[String(cString: key)] = text
     } else {
-        state.headers[String(cString: key).lowercased()] = text
+        let name = String(cString: key).lowercased()
+        state.headers[name] = text
+        if name == "content-length" { state.contentLengths.append(text) }
+        if name == "transfer-encoding" { state.transferEncodings.append(text) }
     }
     return .YES
 }

@@ -25,6 +25,10 @@ struct Serve: Command {
             .option("base", "builtin|none|dir", "Extractor trainings start from (as fit --base).", default: "builtin"),
             .option("max-crops", "n", "Crops one user may have.", default: "200"),
             .option("max-file-mb", "n", "Largest uploaded file, in MB.", default: "8"),
+            .option(
+                "body-timeout", "seconds",
+                "Time a request's whole body may take after its headers (408 after); raise it for big uploads "
+                    + "over slow links.", default: "60"),
             DataOptions.minimumImages("Fewest crops a user may have for a training to run."),
             DataOptions.faceCheck,
         ] + GateOptions.specs(server: true) + [
@@ -102,6 +106,11 @@ struct Serve: Command {
         }
         configuration.limits.maximumFileBytes = megabytes << 20
         configuration.limits.maximumUploadBytes = max(configuration.limits.maximumUploadBytes, 4 * (megabytes << 20))
+        let bodyTimeout: Int = try arguments.required("body-timeout")
+        guard (1...3600).contains(bodyTimeout) else {
+            throw UsageError(message: "--body-timeout must be seconds between 1 and 3600")
+        }
+        configuration.limits.bodyDeadlineSeconds = bodyTimeout
         // The gate of every publish: a training's and POST /v1/models/{version}/publish's.
         configuration.gate = try GateOptions.gate(arguments)
         configuration.baseURL = arguments.string("base-url")
