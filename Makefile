@@ -86,7 +86,7 @@ test: deps pydeps lint
 
 # The libFuzzer targets (Fuzz/README.md): the library built with coverage, ASan and Swift's checks in
 # .build/fuzz, then each target for FUZZ_SECONDS, one after another.
-FUZZ_TARGETS := image manifest metadata multipart
+FUZZ_TARGETS := image manifest metadata multipart routes
 FUZZ_SECONDS ?= 900
 fuzz: deps
 	bash Fuzz/build.sh

@@ -22,6 +22,7 @@ case $TARGET in
     multipart) LIMITS=(-max_len=16384) ;;
     manifest) LIMITS=(-max_len=16384 -dict=Fuzz/json.dict) ;;
     metadata) LIMITS=(-max_len=4096 -dict=Fuzz/json.dict) ;;
+    routes) LIMITS=(-max_len=16384 -dict=Fuzz/json.dict) ;;
     *) echo "unknown target $TARGET (Fuzz/Targets lists them)" >&2; exit 1 ;;
 esac
 

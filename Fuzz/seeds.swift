@@ -79,3 +79,12 @@ let upload =
 write("multipart", "whole", Data([0xFF]) + upload)
 write("multipart", "split", Data([0x01]) + upload)
 write("multipart", "cut", Data([0x00]) + upload.prefix(upload.count / 2))
+
+// Routes: byte 0 the route (routes.swift's `templates`), byte 1 an existing (even) or unknown id, then the body.
+let unknownCrop = String(repeating: "0", count: 64)
+write("routes", "correction", Data([0, 0]) + Data(#"{"crop": "\#(unknownCrop)", "class": "stranger"}"#.utf8))
+write("routes", "new-user", Data([2, 0]) + Data(#"{"name": "Ada", "position": "CTO"}"#.utf8))
+write("routes", "rename", Data([3, 0]) + Data(#"{"name": "Grace", "position": null}"#.utf8))
+write("routes", "upload", Data([5, 0]) + jpeg)
+write("routes", "stranger", Data([9, 2]) + jpeg)
+write("routes", "erase", Data([4, 0]))

@@ -76,10 +76,10 @@ public final class BaseFitSession {
         if let index = definition.layers.firstIndex(where: { $0.kind == .l2Normalize }) {
             definition.layers[index] = .l2Normalize(scale: Self.scale)
         }
-        // Class 2's extra prototypes, and the layers that take their maximum (StrangerCentres).
+        // Class 2's extra prototypes for corrected strangers, and the layers that take their maximum.
         let labels = dataset.labels
         centreCount = StrangerCentres.count(
-            strangers: training.filter { $0.label == ClassLabel.unknownPerson.id }.count)
+            corrected: StrangerCentres.corrected(training, corrections: dataset.corrections).count)
         if centreCount > 1, let strangers = labels.firstIndex(of: ClassLabel.unknownPerson.id),
             let last = definition.layers.indices.last, case .linear(let features, _) = definition.layers[last]
         {
@@ -120,7 +120,8 @@ public final class BaseFitSession {
         observer?.fitStarted(
             trainingCrops: training.count, heldOutCrops: heldOut.count, classes: labels.count,
             epochs: Self.headEpochs, resumedFrom: nil)
-        let centres = StrangerCentres(samples: training, views: trainingViews, seed: configuration.seed)
+        let centres = StrangerCentres(
+            samples: training, views: trainingViews, corrections: dataset.corrections, seed: configuration.seed)
         precondition(centres.count == centreCount, "the centres are counted from the same training crops")
         let (weight, history) = trainHead(
             samples: training, views: trainingViews, classes: labels, seed: configuration.seed, observer: observer,

@@ -58,7 +58,8 @@ struct StrangerCentresTests {
             #expect(labels.count == 1, "group \(group): \(assignment)")
         }
         #expect(Set(assignment).count == 3)
-        #expect(StrangerCentres.count(strangers: 15) == 1 && StrangerCentres.count(strangers: 16) == 2)
-        #expect(StrangerCentres.count(strangers: 1000) == StrangerCentres.maximumCentres)
+        #expect(StrangerCentres.count(corrected: 0) == 1 && StrangerCentres.count(corrected: 1) == 2)
+        #expect(StrangerCentres.count(corrected: 8) == 3 && StrangerCentres.count(corrected: 9) == 4)
+        #expect(StrangerCentres.count(corrected: 1000) == StrangerCentres.maximumCentres)
     }
 }
