@@ -703,7 +703,7 @@ struct ServerRoutes: Sendable {
         }
         let (record, outcome) = try fileCorrection(hash, under: target)
         return ServerResponses.json(
-            outcome.result == "stored" ? 201 : 200,
+            record != nil ? 201 : 200,
             [
                 "correction": record.map { ServerResponses.value($0) } ?? .null,
                 "file": ServerResponses.value(outcome), "crops": .integer(store.cropCount(target)),
@@ -711,7 +711,7 @@ struct ServerRoutes: Sendable {
     }
 
     /// Stores a recognised crop under `target` (face-checked like an upload) and logs the
-    /// correction; a crop already filed there is a duplicate and logs nothing.
+    /// correction; a crop already filed and logged there is a duplicate and logs nothing.
     func fileCorrection(_ hash: String, under target: Int) throws -> (CorrectionRecord?, PhotoOutcome) {
         guard let recent = recognition.recentCrop(hash) else {
             throw ClientError(
@@ -728,9 +728,15 @@ struct ServerRoutes: Sendable {
         guard outcome.result != "rejected" else {
             throw ClientError(422, "the crop cannot be filed under \(target): \(outcome.reason ?? "refused")")
         }
-        guard outcome.result == "stored", let name = outcome.name else { return (nil, outcome) }
+        guard let name = outcome.name else { return (nil, outcome) }
+        // A duplicate is already filed, unless a kill came between storing it and logging it: a
+        // retried correction then logs it (and so keeps it in training).
+        let hash = String(name.prefix(64))
+        if outcome.result == "duplicate", try eraser.corrections.records().contains(where: { $0.crop == hash }) {
+            return (nil, outcome)
+        }
         let record = CorrectionRecord(
-            correctedAt: Manifest.timestamp(Date()), crop: String(name.prefix(64)), filedUnder: target,
+            correctedAt: Manifest.timestamp(Date()), crop: hash, filedUnder: target,
             version: recent.version, decidedUser: recent.decidedUser)
         try eraser.corrections.append(record)
         queue.noteChange()
