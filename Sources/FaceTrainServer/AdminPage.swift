@@ -373,7 +373,10 @@ extension ServerRoutes {
             return htmlResponse(401, AdminPage.loginPage(message: nil))
         }
         let users = store.list().map { user in
-            AdminPage.UserRow(user: user, thumbnail: store.firstCrop(user.id).flatMap { Self.thumbnail($0) })
+            AdminPage.UserRow(
+                user: user,
+                thumbnail: store.firstCrop(user.id).flatMap { url in thumbnails.value(for: url) { Self.thumbnail(url) }
+                })
         }
         let published = (try? repository.latestPointer())??.version
         let versions = ((try? repository.versions()) ?? []).map { version -> AdminPage.VersionRow in
@@ -401,7 +404,9 @@ extension ServerRoutes {
         page.corrections = ((try? eraser.corrections.records()) ?? []).suffix(10).reversed().map { record in
             AdminPage.CorrectionRow(
                 record: record, filedUnder: describe(record.filedUnder), decided: describe(record.decidedUser),
-                thumbnail: (try? store.cropFile(record.filedUnder, sha256: record.crop)).flatMap { Self.thumbnail($0) })
+                thumbnail: (try? store.cropFile(record.filedUnder, sha256: record.crop)).flatMap { url in
+                    thumbnails.value(for: url) { Self.thumbnail(url) }
+                })
         }
         return htmlResponse(200, page.html)
     }
@@ -444,7 +449,12 @@ extension ServerRoutes {
         guard isAdmin(request) else { return htmlResponse(401, AdminPage.loginPage(message: nil)) }
         guard let user = store.user(id) else { throw UserStoreError.noSuchUser(id: id) }
         let crops = try store.storedCrops(id).map { crop in
-            (crop, (try? store.cropFile(id, sha256: crop.sha256)).flatMap { Self.thumbnail($0) })
+            (
+                crop,
+                (try? store.cropFile(id, sha256: crop.sha256)).flatMap { url in
+                    thumbnails.value(for: url) { Self.thumbnail(url) }
+                }
+            )
         }
         return htmlResponse(200, AdminPage.personPage(user: user, crops: crops))
     }

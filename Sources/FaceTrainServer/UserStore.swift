@@ -54,6 +54,9 @@ public struct PhotoOutcome: Codable, Sendable, Equatable {
 public final class UserStore: @unchecked Sendable {
     public let root: URL
     public var maximumCropsPerUser = 200
+    /// Largest crop stored as uploaded (a photo the face check crops may be larger): a 49-megapixel
+    /// "crop" costs seconds on every admin page and training and is no better a face.
+    public var maximumCropPixels = 16_000_000
     /// The face check uploads of people and of class 2 pass (as `fit` checks them); nil stores
     /// every decodable image.
     package var faceCheck: FaceCheck?
@@ -116,6 +119,13 @@ public final class UserStore: @unchecked Sendable {
                 owners[hash] = label
                 fileNames[hash] = file
                 count += 1
+            }
+            // A kill during a user's first upload leaves their folder empty, which `fit` refuses
+            // (an empty user); nothing was acknowledged in it, so it goes.
+            if count == 0, ClassLabel.isUser(id: label), (try? FileSystem.entries(of: url))?.isEmpty == true {
+                try FileSystem.removeTree(url)
+                try FileSystem.sync(root)
+                continue
             }
             crops[label] = count
             if ClassLabel.isUser(id: label), records[label] == nil {
@@ -317,7 +327,11 @@ public final class UserStore: @unchecked Sendable {
             let record = users[id]
             users[id] = nil
             do { try writeUsers() } catch {
+                // users.json still names them (a full disk): their crops come back into view too.
                 users[id] = record
+                if FileSystem.kind(at: trash) == .directory, rename(trash.path, folder.path) == 0 {
+                    try? FileSystem.sync(root)
+                }
                 throw error
             }
             try FileSystem.removeTree(trash)
@@ -379,10 +393,16 @@ public final class UserStore: @unchecked Sendable {
         }
         var entry = CheckedFile(
             file: file, data: file.data, hash: contentHash(file.data), format: ImageFormat(signature: file.data))
-        guard let result = check(image) else { return entry }
+        let pixels = image.width * image.height
+        guard let result = check(image) else {
+            if pixels > maximumCropPixels { entry.reason = tooLarge(image) }
+            return entry
+        }
         if let refusal = result.refusal {
             entry.reason = "refused by the face check: \(refusal.description); \(refusal.hint)"
             entry.refusal = refusal.kind
+        } else if result.alignedCrop == nil, pixels > maximumCropPixels {
+            entry.reason = tooLarge(image)
         } else if let crop = result.alignedCrop {
             let rgb = crop.converted(channels: 3)
             do {
@@ -393,6 +413,12 @@ public final class UserStore: @unchecked Sendable {
             }
         }
         return entry
+    }
+
+    private func tooLarge(_ image: Image) -> String {
+        let megapixels = String(format: "%.1f", Double(image.width * image.height) / 1e6)
+        return "is \(image.width) x \(image.height) pixels (\(megapixels) megapixels); a stored crop may have at most "
+            + "\(maximumCropPixels / 1_000_000) megapixels: send the face's crop, or a smaller image"
     }
 
     /// Decodes and checks every file as `data check` would (a photo becomes its face's aligned crop),
@@ -451,6 +477,7 @@ public final class UserStore: @unchecked Sendable {
             if FileSystem.kind(at: folder) == .missing {
                 try FileSystem.createDirectory(folder)
                 try FileSystem.sync(root)
+                pause("user-folder-created")
             }
             for item in toStore {
                 let target = folder.appendingPathComponent(item.name)

@@ -527,6 +527,15 @@ struct ServeCommandTests {
         let tooLarge = try server.upload(id, [good[1], huge])
         #expect(tooLarge.status == 413 && (tooLarge.object["error"] as? String)?.contains("huge.jpg") == true)
 
+        // A 20-megapixel "crop" (a small file: one flat grey) is refused by its size, not stored.
+        let giant = scratch.appendingPathComponent("giant.jpg")
+        try JPEGWriter.encode(
+            rgb: [UInt8](repeating: 128, count: 5000 * 4000 * 3), width: 5000, height: 4000, quality: 50
+        ).write(to: giant)
+        let giantAnswer = try server.upload(id, [giant])
+        let giantReason = ((giantAnswer.object["files"] as? [[String: Any]])?.first?["reason"] as? String) ?? ""
+        #expect(giantAnswer.status == 422 && giantReason.contains("at most 16 megapixels"), "\(giantAnswer.object)")
+
         let wrongField = try server.upload(id, [good[1]], field: "photo")
         #expect(wrongField.status == 400 && (wrongField.object["error"] as? String)?.contains("'photo'") == true)
 
@@ -591,7 +600,7 @@ struct ServeCommandTests {
 
     // MARK: Killed mid-write
 
-    @Test(arguments: ["photo-stored", "user-id-reserved", "user-folder-moved"])
+    @Test(arguments: ["photo-stored", "user-id-reserved", "user-folder-moved", "user-folder-created"])
     func killedServerRestartsConsistent(point: String) throws {
         let (synth, data, models) = try Self.folders(users: 2, perUser: 6)
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
@@ -615,6 +624,13 @@ struct ServeCommandTests {
                 + ["\(target)/v1/users/\(first)/photos"]
         case "user-id-reserved":
             request.arguments = ["-sS"] + auth + ["--data-binary", "{\"name\": \"Half\"}", "\(target)/v1/users"]
+        case "user-folder-created":
+            // A new person's first upload: killed once their folder exists, before any crop is in it.
+            let second = try #require(
+                try server.json("POST", "/v1/users", "{\"name\": \"Bea\"}").object["id"] as? Int)
+            request.arguments =
+                ["-sS"] + auth + ["-F", "photos=@\(try Self.crops(synth, user: 4)[0].path)"]
+                + ["\(target)/v1/users/\(second)/photos"]
         default:
             request.arguments = ["-sS", "-X", "DELETE"] + auth + ["\(target)/v1/users/\(first)"]
         }
@@ -646,6 +662,10 @@ struct ServeCommandTests {
             // The id the killed request took is never given out again.
             let next = try server.json("POST", "/v1/users", "{\"name\": \"Next\"}").object["id"] as? Int
             #expect(next == first + 2)
+        case "user-folder-created":
+            // The empty folder (nothing in it was acknowledged) is gone: an empty user stops every training.
+            #expect(users.compactMap { $0["crops"] as? Int } == [5, 0], "\(users)")
+            #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent(String(first + 1)).path))
         default:
             #expect(users.isEmpty, "\(users)")
             #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent(String(first)).path))

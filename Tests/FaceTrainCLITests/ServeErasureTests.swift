@@ -160,6 +160,11 @@ extension ServeCommandTests {
         if face["accepted"] as? Bool == true { #expect(correction["decidedUser"] as? Int == ids[0], "\(correction)") }
         let twice = try server.json("POST", "/v1/corrections", "{\"crop\": \"\(crop)\", \"user\": \(ids[1])}")
         #expect(twice.status == 200 && twice.object["correction"] is NSNull, "\(twice.object)")
+        // A kill between storing the crop and logging it: the retried correction logs it.
+        try FileManager.default.removeItem(at: data.appendingPathComponent(".corrections.jsonl"))
+        let retried = try server.json("POST", "/v1/corrections", "{\"crop\": \"\(crop)\", \"user\": \(ids[1])}")
+        #expect(retried.status == 201 && retried.object["correction"] is [String: Any], "\(retried.object)")
+        #expect((try server.json("GET", "/v1/corrections").object["corrections"] as? [Any])?.count == 1)
         let elsewhere = try server.json("POST", "/v1/corrections", "{\"crop\": \"\(crop)\", \"class\": \"stranger\"}")
         #expect(elsewhere.status == 422, "one image cannot show two classes: \(elsewhere.object)")
 
