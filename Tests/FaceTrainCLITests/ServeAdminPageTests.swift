@@ -116,11 +116,17 @@ extension ServeCommandTests {
         // A deleted crop was held out: the report cannot be made without it.
         let metrics = try JSONSerialization.jsonObject(
             with: Data(contentsOf: scratch.appendingPathComponent("models/1/metrics.json")))
-        let stored = Set(Self.storedCrops(scratch.appendingPathComponent("data"), user: 6).map { $0.prefix(64) })
         let heldOut = try #require(
-            ((metrics as? [String: Any])?["held_out"] as? [[String: Any]])?.compactMap { $0["sha256"] as? String }
-                .first { stored.contains(Substring($0)) })
-        #expect(try server.json("DELETE", "/v1/users/6/photos/\(heldOut)").status == 200)
+            ((metrics as? [String: Any])?["held_out"] as? [[String: Any]])?.compactMap { entry -> (Int, String)? in
+                guard let label = (entry["label"] as? String).flatMap({ Int($0) }), label >= 3,
+                    let sha256 = entry["sha256"] as? String,
+                    Self.storedCrops(scratch.appendingPathComponent("data"), user: label).contains(where: {
+                        $0.hasPrefix(sha256)
+                    })
+                else { return nil }
+                return (label, sha256)
+            }.first, "\(metrics)")
+        #expect(try server.json("DELETE", "/v1/users/\(heldOut.0)/photos/\(heldOut.1)").status == 200)
         let incomplete = try server.json("GET", "/v1/models/1/report.html")
         #expect(
             incomplete.status == 409
