@@ -163,6 +163,25 @@ extension ServeCommandTests {
         #expect(status == 200)
     }
 
+    /// Behind a reverse proxy every client has the proxy's address: `--connections-per-address`
+    /// raises the cap, within the total.
+    @Test func theCapPerAddressCanBeRaisedForAProxy() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models, extra: ["--connections-per-address", "24"])
+        defer { server.kill() }
+        let holder = try PythonClient(Self.connectionHolderScript, [String(server.port), "32"])
+        #expect(holder.waitFor("open "), "\(holder.output)")
+        #expect(holder.output.contains("open 24\n"), "\(holder.output)")
+        _ = holder.finish()
+        for value in ["0", "65", "x"] {
+            let refused = try CLIRunner.run([
+                "serve", "--data", data.path, "--models", models.path, "--connections-per-address", value,
+            ])
+            #expect(refused.status == 64 && refused.standardError.contains("--connections-per-address"))
+        }
+    }
+
     /// libmicrohttpd decodes `%2F` into '/' and ends a path at `%00`: such paths are refused with a
     /// 400 that says why instead of reaching the route of another path; other escapes decode as before.
     @Test func escapedSlashesAndNULsReachNoRoute() throws {

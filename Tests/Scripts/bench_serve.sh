@@ -19,13 +19,14 @@ server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
+# Every client here is 127.0.0.1, standing for phones on many addresses: the per-address cap is the total.
 # Users 3..22 are enrolled first; the next UPLOADERS upload at once later; the last one enrolls alone.
 "$BIN" synth --out "$WORK/synth" --users $((21 + UPLOADERS)) --per-user 25 --seed 9 > /dev/null
 mkdir "$WORK/data" && cp -r "$WORK/synth/1" "$WORK/synth/2" "$WORK/data/"
 openssl rand -hex 24 > "$WORK/token"
 AUTH="Authorization: Bearer $(cat "$WORK/token")"
 "$BIN" serve --data "$WORK/data" --models "$WORK/models" --listen 127.0.0.1:0 --token-file "$WORK/token" \
-    --base "$BASE" --train-after off 2> "$WORK/serve.log" &
+    --base "$BASE" --train-after off --connections-per-address 64 2> "$WORK/serve.log" &
 server=$!
 for _ in $(seq 100); do grep -q "listening on" "$WORK/serve.log" && break; sleep 0.1; done
 API=$(grep -o 'http://127.0.0.1:[0-9]*' "$WORK/serve.log" | head -n 1)

@@ -29,6 +29,10 @@ struct Serve: Command {
                 "body-timeout", "seconds",
                 "Time a request's whole body may take after its headers (408 after); raise it for big uploads "
                     + "over slow links.", default: "60"),
+            .option(
+                "connections-per-address", "n",
+                "Connections one client address may hold at once (of 64); behind a reverse proxy every client "
+                    + "shares its address, so raise it to 64 there.", default: "16"),
             DataOptions.minimumImages("Fewest crops a user may have for a training to run."),
             DataOptions.faceCheck,
         ] + GateOptions.specs(server: true) + [
@@ -111,6 +115,12 @@ struct Serve: Command {
             throw UsageError(message: "--body-timeout must be seconds between 1 and 3600")
         }
         configuration.limits.bodyDeadlineSeconds = bodyTimeout
+        let perAddress: Int = try arguments.required("connections-per-address")
+        guard (1...configuration.limits.maximumConnections).contains(perAddress) else {
+            throw UsageError(
+                message: "--connections-per-address must be between 1 and \(configuration.limits.maximumConnections)")
+        }
+        configuration.limits.maximumConnectionsPerAddress = perAddress
         // The gate of every publish: a training's and POST /v1/models/{version}/publish's.
         configuration.gate = try GateOptions.gate(arguments)
         configuration.baseURL = arguments.string("base-url")
