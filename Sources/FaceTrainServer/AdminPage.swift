@@ -203,8 +203,10 @@ struct AdminPage {
         let options = choices.map {
             "<option value=\"\(HTMLText.escape($0.value))\">\(HTMLText.escape($0.label))</option>"
         }
+        // No class is chosen for the admin: a quick click must not file a stranger under the first user.
         return "<form method=\"post\" action=\"/correct\" class=\"correct\"><input type=\"hidden\" name=\"crop\" "
-            + "value=\"\(hash)\"><select name=\"to\">\(options.joined())</select> <button type=\"submit\">File</button></form>"
+            + "value=\"\(hash)\"><select name=\"to\" required><option value=\"\" selected disabled>who is it?</option>"
+            + "\(options.joined())</select> <button type=\"submit\">File</button></form>"
     }
 
     private var correctionsSection: String {

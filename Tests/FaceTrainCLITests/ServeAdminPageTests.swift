@@ -87,6 +87,9 @@ extension ServeCommandTests {
         #expect(testedPage.contains("id=\"drawn\" src=\"data:image/jpeg;base64,"), "\(testedPage.prefix(600))")
         #expect(testedPage.contains("<table id=\"faces\">") && testedPage.contains("Person 4 (4)"))
         #expect(!testedPage.contains("<script"))
+        // Each face can be filed elsewhere, and nothing is chosen for the admin.
+        #expect(testedPage.contains("<form method=\"post\" action=\"/correct\" class=\"correct\">"))
+        #expect(testedPage.contains("<select name=\"to\" required><option value=\"\" selected disabled>"))
         let anonymousTest = try server.curl(
             "POST", "/test-photo", html + ["-F", "photo=@\(crop.path)"], authorized: false)
         #expect(anonymousTest.status == 401)
