@@ -500,9 +500,8 @@ extension ServerRoutes {
                     version: version, drawn: "data:image/jpeg;base64," + jpeg.base64EncodedString(), faces: rows,
                     choices: AdminPage.correctionChoices(store.list())))
         } catch {
-            let (status, message) =
-                if let error = error as? ClientError { (error.status, error.message) } else { (500, "\(error)") }
-            return htmlResponse(status, AdminPage.messagePage(title: "Test a photo", message: message))
+            let refusal = ClientError(answering: error)
+            return htmlResponse(refusal.status, AdminPage.messagePage(title: "Test a photo", message: refusal.message))
         }
     }
 
@@ -524,13 +523,9 @@ extension ServerRoutes {
             _ = try fileCorrection(hash, under: target)
             return HTTPResponse(status: 303, headers: [("Location", "/#corrections"), ("Cache-Control", "no-store")])
         } catch {
-            let (status, message) =
-                switch error {
-                case let error as ClientError: (error.status, error.message)
-                case let error as UserStoreError: (ClientError(error).status, error.description)
-                default: (500, "\(error)")
-                }
-            return htmlResponse(status, AdminPage.messagePage(title: "Correct a face", message: message))
+            let refusal = ClientError(answering: error)
+            return htmlResponse(
+                refusal.status, AdminPage.messagePage(title: "Correct a face", message: refusal.message))
         }
     }
 

@@ -396,12 +396,7 @@ struct ServerRoutes: Sendable {
         case .recognizedCrop(let sha256):
             return try only(["GET"], method) {
                 try authorize(request)
-                guard let data = recognition.recentCrop(sha256) else {
-                    throw ClientError(
-                        404,
-                        "no recent recognition returned the crop \(sha256); recognised crops are kept for the last "
-                            + "\(RecognitionService.keptCrops) faces and until a restart")
-                }
+                let data = try recentCrop(sha256)
                 return HTTPResponse(
                     status: 200,
                     headers: [
@@ -710,15 +705,21 @@ struct ServerRoutes: Sendable {
             ])
     }
 
-    /// Stores a recognised crop under `target` (face-checked like an upload) and logs the
-    /// correction; a crop already filed and logged there is a duplicate and logs nothing.
-    func fileCorrection(_ hash: String, under target: Int) throws -> (CorrectionRecord?, PhotoOutcome) {
+    /// A face a recent recognition returned, or 404.
+    private func recentCrop(_ hash: String) throws -> RecognitionService.RecentCrop {
         guard let recent = recognition.recentCrop(hash) else {
             throw ClientError(
                 404,
                 "no recent recognition returned the crop \(hash); recognised crops are kept for the last "
                     + "\(RecognitionService.keptCrops) faces and until a restart: recognise the photo again")
         }
+        return recent
+    }
+
+    /// Stores a recognised crop under `target` (face-checked like an upload) and logs the
+    /// correction; a crop already filed and logged there is a duplicate and logs nothing.
+    func fileCorrection(_ hash: String, under target: Int) throws -> (CorrectionRecord?, PhotoOutcome) {
+        let recent = try recentCrop(hash)
         guard !ClassLabel.isUser(id: target) || store.user(target) != nil else {
             throw UserStoreError.noSuchUser(id: target)
         }
@@ -963,6 +964,15 @@ public struct ClientError: Error, CustomStringConvertible {
 }
 
 extension ClientError {
+    /// Any failure as a client sees it: its own status, the user store's refusal's, or 500.
+    init(answering error: any Error) {
+        switch error {
+        case let error as ClientError: self = error
+        case let error as UserStoreError: self.init(error)
+        default: self.init(500, "\(error)")
+        }
+    }
+
     /// The status of each refusal of the user store.
     init(_ error: UserStoreError) {
         switch error {
