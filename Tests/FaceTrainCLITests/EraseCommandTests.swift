@@ -175,6 +175,11 @@ struct EraseCommandTests {
         let again = try CLIRunner.run(["erase", "--data", data.path, "--models", models.path, "--user", "4"])
         #expect(again.status == 1 && again.standardError.contains("nothing to erase"), "\(again.standardError)")
         #expect(try String(contentsOf: models.appendingPathComponent("erasures.jsonl"), encoding: .utf8) == log)
+        // A data folder that is not there: named, nothing created in the models folder's place.
+        let missing = root.appendingPathComponent("no-such-data")
+        let noData = try CLIRunner.run(["erase", "--data", missing.path, "--models", models.path, "--user", "3"])
+        #expect(noData.status == 1 && noData.standardError.contains("\(missing.path) is not a folder"))
+        #expect(!FileManager.default.fileExists(atPath: missing.path))
         for (arguments, message) in [
             (["--user", "2"], "1 and 2 are classes"), (["--user", "x"], "got 'x'"),
         ] {

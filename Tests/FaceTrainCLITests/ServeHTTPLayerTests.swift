@@ -280,12 +280,8 @@ extension ServeCommandTests {
     /// With --cert/--key the server speaks TLS 1.2 and 1.3 only: GnuTLS's defaults took 1.0 and 1.1.
     @Test func tlsBefore1_2IsRefused() throws {
         let (_, data, models) = try Self.folders(users: 1, perUser: 5)
-        let scratch = data.deletingLastPathComponent()
-        defer { try? FileManager.default.removeItem(at: scratch) }
-        let (certificate, key) = try Self.selfSigned(in: scratch, name: "server")
-        let server = try Server(
-            data: data, models: models, extra: ["--cert", certificate.path, "--key", key.path],
-            certificateAuthority: certificate)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Self.httpsServer(data: data, models: models)
         defer { server.kill() }
         let lines = try PythonClient(Self.tlsVersionsScript, [String(server.port)]).finish()
             .split(separator: "\n").map(String.init)

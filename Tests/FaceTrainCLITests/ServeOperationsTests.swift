@@ -469,6 +469,14 @@ extension ServeCommandTests {
     // MARK: TLS
 
     /// A self-signed certificate for 127.0.0.1 and its key, made by openssl.
+    /// A server over HTTPS with a fresh self-signed certificate that its curl trusts.
+    static func httpsServer(data: URL, models: URL) throws -> Server {
+        let (certificate, key) = try Self.selfSigned(in: data.deletingLastPathComponent(), name: "server")
+        return try Server(
+            data: data, models: models, extra: ["--cert", certificate.path, "--key", key.path],
+            certificateAuthority: certificate)
+    }
+
     static func selfSigned(in folder: URL, name: String) throws -> (certificate: URL, key: URL) {
         let certificate = folder.appendingPathComponent("\(name).pem")
         let key = folder.appendingPathComponent("\(name)-key.pem")
@@ -488,10 +496,7 @@ extension ServeCommandTests {
         let (synth, data, models) = try Self.folders(users: 1, perUser: 5)
         let scratch = data.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let (certificate, key) = try Self.selfSigned(in: scratch, name: "server")
-        let server = try Server(
-            data: data, models: models, extra: ["--cert", certificate.path, "--key", key.path],
-            certificateAuthority: certificate)
+        let server = try Self.httpsServer(data: data, models: models)
         defer { server.kill() }
         #expect(server.process.standardError.contains("listening on https://127.0.0.1:"))
         #expect(try server.json("GET", "/healthz").status == 200)
