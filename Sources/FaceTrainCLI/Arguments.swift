@@ -75,6 +75,8 @@ struct OptionSpec: Sendable {
 /// Accepts `--name value` and `--name=value`; `--` ends option parsing.
 struct ParsedArguments {
     private(set) var values: [String: String] = [:]
+    /// Every value of each option, in order (`values` keeps the last): for options that may repeat.
+    private(set) var allValues: [String: [String]] = [:]
     private(set) var flags: Set<String> = []
     private(set) var positionals: [String] = []
     let specs: [OptionSpec]
@@ -117,6 +119,7 @@ struct ParsedArguments {
                     throw UsageError(message: "The value of '\(spec.label)' is empty or only blanks")
                 }
                 values[name] = value
+                allValues[name, default: []].append(value)
             }
         }
     }
@@ -129,6 +132,9 @@ struct ParsedArguments {
 
     /// Whether the command line gave the option (not only its default).
     func given(_ name: String) -> Bool { values[name] != nil }
+
+    /// Every value a repeatable option was given, in order.
+    func strings(_ name: String) -> [String] { allValues[name] ?? [] }
 
     /// The raw string of an option, or its default.
     func string(_ name: String) -> String? {

@@ -36,8 +36,9 @@ struct AdminPage {
     var corrections: [CorrectionRow] = []
     var jobs: [TrainingJob]
     var publishedVersion: Int?
-    /// Shown when the server has a token (there is a session to end).
+    /// Shown when the server has a token (there is a session to end, and scoped tokens to manage).
     var canLogOut: Bool
+    var tokens: [AccessToken] = []
 
     /// The report's name under `/v1/models/{version}/`; it is made on request, never stored.
     static let reportName = "report.html"
@@ -79,6 +80,7 @@ struct AdminPage {
         page += usersSection
         page += correctionsSection
         page += versionsSection
+        if canLogOut { page += tokensSection }
         page += "</body></html>\n"
         return page
     }
@@ -310,6 +312,49 @@ struct AdminPage {
         return text
     }
 
+    /// The scoped tokens, a Revoke button each, and the form that creates one.
+    private var tokensSection: String {
+        var text = "<h2>Tokens (\(tokens.count))</h2>\n"
+        if tokens.isEmpty {
+            text +=
+                "<p class=\"muted\">Only the --token-file token exists. Scoped tokens let a kiosk enrol people "
+                + "(enrol) or the app recognise faces (app) without the admin's token.</p>\n"
+        } else {
+            text +=
+                "<table id=\"tokens\"><tr><th>id</th><th>name</th><th>role</th><th>created</th><th>last used</th>"
+                + "<th></th></tr>\n"
+            for token in tokens {
+                let name = HTMLText.escape(token.name)
+                let used = HTMLText.escape(token.lastUsedAt ?? "never")
+                text += "<tr class=\"token\"><td class=\"number\">\(token.id)</td><td>\(name)</td>"
+                text += "<td>\(token.role.rawValue)</td><td>\(HTMLText.escape(token.createdAt))</td><td>\(used)</td>"
+                text += "<td><form method=\"post\" action=\"/tokens/revoke\"><input type=\"hidden\" name=\"id\" "
+                text += "value=\"\(token.id)\"><button type=\"submit\">Revoke</button></form></td></tr>\n"
+            }
+            text += "</table>\n"
+        }
+        let options = TokenRole.allCases.map { "<option value=\"\($0.rawValue)\">\($0.rawValue)</option>" }.joined()
+        return text
+            + "<form method=\"post\" action=\"/tokens\" id=\"new-token\"><label>Name <input type=\"text\" "
+            + "name=\"name\" required maxlength=\"100\"></label> <label>Role <select name=\"role\">\(options)"
+            + "</select></label> <button type=\"submit\">Create token</button></form>\n"
+    }
+
+    /// The answer to "Create token": the secret, shown this once.
+    static func newTokenPage(_ token: AccessToken, secret: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><title>facetrain serve: new token</title>
+        <style>\(style)</style></head><body>
+        <h1>Token \(token.id): \(HTMLText.escape(token.name)) (\(token.role.rawValue))</h1>
+        <p>Copy the secret now: it is shown this once, and the server keeps only its SHA-256.</p>
+        <p><code id="secret">\(HTMLText.escape(secret))</code></p>
+        <p class="muted">Clients send it as <code>Authorization: Bearer &lt;secret&gt;</code>.</p>
+        <p><a href="/#tokens">back to the admin page</a></p></body></html>
+
+        """
+    }
+
     /// The form `GET /` shows a browser without a session.
     static func loginPage(message: String?) -> String {
         """
@@ -342,7 +387,7 @@ extension ServerRoutes {
     /// The bearer token, or the session cookie of a login (compared in constant time).
     func isAdmin(_ request: HTTPRequest) -> Bool {
         guard let tokenDigest else { return true }
-        if request.header("authorization") != nil, (try? authorize(request)) != nil { return true }
+        if request.header("authorization") != nil, (try? bearer(request))?.role == .admin { return true }
         guard let cookie = request.cookies[Self.sessionCookie] else { return false }
         return Self.constantTimeEqual(
             SHA256.hash(Data(cookie.utf8)), SHA256.hash(Data(Self.sessionValue(tokenDigest: tokenDigest).utf8)))
@@ -394,6 +439,7 @@ extension ServerRoutes {
         var page = AdminPage(
             users: users, versions: versions, jobs: queue.all(), publishedVersion: published,
             canLogOut: tokenDigest != nil)
+        page.tokens = tokens.list()
         let names = Dictionary(uniqueKeysWithValues: users.map { ($0.user.id, $0.user.name) })
         func describe(_ id: Int?) -> String {
             switch id.flatMap({ ClassLabel(id: $0) }) {

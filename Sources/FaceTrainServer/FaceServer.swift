@@ -26,6 +26,10 @@ public struct ServerConfiguration: Sendable {
     /// Called with each answered request (method, path, status, milliseconds); the method and path
     /// have their control characters escaped (`ServerConfiguration.loggable`).
     public var log: @Sendable (String, String, Int, Double) -> Void = { _, _, _, _ in }
+    /// Signed event posts (`--webhook`); nil: none.
+    public var webhooks: WebhookSettings?
+    /// Told of what the server cannot do by itself in the background (a webhook event given up).
+    public var warn: @Sendable (String) -> Void = { _ in }
     /// Tests: called at named points of a write, where they kill the process.
     public var pause: @Sendable (String) -> Void = { _ in }
 
@@ -100,7 +104,11 @@ public final class FaceServer: @unchecked Sendable {
     public let configuration: ServerConfiguration
     public let store: UserStore
     public let queue: TrainingQueue
+    /// The scoped tokens (`/v1/tokens`), in the data folder.
+    public let tokens: TokenStore
     public let metrics = ServerMetrics()
+    /// Posts the events of trainings and publishing to the `--webhook` URLs.
+    public let webhooks: WebhookDispatcher?
     private var http: HTTPServer?
     /// The data and models folders are this server's alone while it runs.
     private let ownership: FolderOwnership
@@ -119,6 +127,7 @@ public final class FaceServer: @unchecked Sendable {
         store.maximumCropsPerUser = configuration.maximumCropsPerUser
         store.faceCheck = configuration.fitJob.loadOptions.faceCheck
         store.pause = configuration.pause
+        tokens = try TokenStore(folder: configuration.data)
         let repository = ModelRepository(directory: configuration.models)
         try repository.prepareForWriting()
         queue = try TrainingQueue(
@@ -128,16 +137,23 @@ public final class FaceServer: @unchecked Sendable {
         queue.quietPeriod = configuration.trainAfter
         queue.minimumCrops = configuration.fitJob.loadOptions.minimumImages
         let metrics = self.metrics
-        queue.finished = { metrics.recordTraining($0) }
+        webhooks = try configuration.webhooks.map { try WebhookDispatcher(settings: $0, folder: configuration.models) }
+        webhooks?.log = configuration.warn
+        let webhooks = self.webhooks
+        queue.finished = { job in
+            metrics.recordTraining(job.state)
+            webhooks?.trainingFinished(job, repository: repository)
+        }
         var routes = ServerRoutes(
             store: store, queue: queue, repository: repository, metrics: metrics,
             recognition: RecognitionService(repository: repository),
             eraser: PersonEraser(store: store, models: configuration.models),
-            tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) })
+            tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) }, tokens: tokens)
         routes.isPrivate = configuration.isPrivate
         routes.gate = configuration.gate
         routes.baseURL = configuration.baseURL
         routes.secureCookies = configuration.tls != nil
+        routes.webhooks = webhooks
         let log = configuration.log
         // Every answer, early or not, is counted and logged the same way.
         let record: @Sendable (HTTPRequest, HTTPResponse, String, Double) -> Void = {
@@ -164,9 +180,13 @@ public final class FaceServer: @unchecked Sendable {
         }
         http = try HTTPServer(
             host: configuration.host, port: configuration.port, limits: configuration.limits, tls: configuration.tls,
-            urlEncodedFormPaths: [Route.login.template, Route.correctForm.template], preflight: preflight,
+            urlEncodedFormPaths: [
+                Route.login.template, Route.correctForm.template, Route.tokenForm.template,
+                Route.tokenRevokeForm.template,
+            ], preflight: preflight,
             refused: refused,
             handler: handler)
+        webhooks?.start()
         queue.start()
     }
 
@@ -175,6 +195,8 @@ public final class FaceServer: @unchecked Sendable {
         http?.stop()
         http = nil
         queue.stop()
+        webhooks?.stop()
+        try? tokens.flush()
         ownership.release()
     }
 }

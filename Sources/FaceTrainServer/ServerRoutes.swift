@@ -56,6 +56,11 @@ enum Route: Equatable {
     case classPhoto(label: Int, sha256: String)
     case trainings
     case training(job: Int)
+    /// Scoped tokens: created and listed (`/v1/tokens`), revoked (`/v1/tokens/{id}`).
+    case tokens
+    case token(id: Int)
+    /// The admin page's forms that create and revoke a token.
+    case tokenForm, tokenRevokeForm
 
     init?(path: String) {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
@@ -66,6 +71,9 @@ enum Route: Equatable {
         case ["logout"]: self = .logout
         case ["test-photo"]: self = .testPhoto
         case ["correct"]: self = .correctForm
+        case ["tokens"]: self = .tokenForm
+        case ["tokens", "revoke"]: self = .tokenRevokeForm
+        case ["v1", "tokens"]: self = .tokens
         case let path where path.count == 2 && path[0] == "people" && ModelRepository.parseVersion(path[1]) != nil:
             self = .person(id: ModelRepository.parseVersion(path[1])!)
         case let path
@@ -93,6 +101,7 @@ enum Route: Equatable {
             switch path[1] {
             case "users": self = .user(id: number!)
             case "training": self = .training(job: number!)
+            case "tokens": self = .token(id: number!)
             default: return nil
             }
         case let path where path.count == 4 && path[0] == "v1" && number != nil:
@@ -161,11 +170,28 @@ enum Route: Equatable {
         case .classPhoto(let label, _): return Route.photosPath(label) + "/{sha256}"
         case .trainings: return "/v1/training"
         case .training: return "/v1/training/{job}"
+        case .tokens: return "/v1/tokens"
+        case .token: return "/v1/tokens/{id}"
+        case .tokenForm: return "/tokens"
+        case .tokenRevokeForm: return "/tokens/revoke"
         }
     }
 
     /// The `route` label of paths that match no route.
     static let unmatchedTemplate = "unmatched"
+}
+
+extension Route {
+    /// The roles whose tokens may use this route with `method`: the one table of what a scoped token
+    /// opens (the admin role opens everything; routes without a token check never ask).
+    func roles(_ method: String) -> Set<TokenRole> {
+        switch (self, method) {
+        case (.users, "POST"), (.photos, "POST"): [.admin, .enrol]
+        case (.model, _), (.models, _), (.download, _), (.recognize, _), (.verify, _), (.recognizedCrop, _):
+            [.admin, .app]
+        default: [.admin]
+        }
+    }
 }
 
 /// The API: dispatches each route, checks the token on everything but the published model's
@@ -178,8 +204,10 @@ struct ServerRoutes: Sendable {
     let recognition: RecognitionService
     /// Deleting a person: everything that holds their face or name (DELETE /v1/users/{id}).
     let eraser: PersonEraser
-    /// SHA-256 of the bearer token; nil: writes are open (loopback only).
+    /// SHA-256 of the `--token-file` token (the admin's); nil: writes are open (loopback only).
     let tokenDigest: String?
+    /// The scoped tokens the admin created (`/v1/tokens`).
+    let tokens: TokenStore
     /// Reads of the published model need the token too.
     var isPrivate = false
     /// The gate and URL prefix of `POST /v1/models/{version}/publish` (the ones trainings use).
@@ -187,6 +215,8 @@ struct ServerRoutes: Sendable {
     var baseURL: String?
     /// The admin cookie gets `Secure` (served over HTTPS).
     var secureCookies = false
+    /// Posts `model.published` and `model.rolled_back` (`--webhook`).
+    var webhooks: WebhookDispatcher?
     /// Wrong tokens per client address (429 after too many).
     var throttle = AuthenticationThrottle()
     /// SHA-256 of each downloaded bundle file, and the admin page's thumbnails of crops.
@@ -250,7 +280,8 @@ struct ServerRoutes: Sendable {
         switch route {
         case .login, .logout: return nil
         case .testPhoto, .personPhotoDelete, .correctForm: allowed = isAdmin(request)
-        default: allowed = (try? authorize(request)) != nil
+        case .tokenForm, .tokenRevokeForm: allowed = isAdmin(request)
+        default: allowed = (try? authorize(request, route)) != nil
         }
         // Every route checks the credentials before it reads the body, so this is its own answer.
         return allowed ? nil : respond(request)
@@ -287,6 +318,8 @@ struct ServerRoutes: Sendable {
         } catch let error as ClientError {
             let headers = error.status == 401 ? [("WWW-Authenticate", "Bearer")] : []
             return ServerResponses.error(error.status, error.message, headers: headers)
+        } catch let error as TokenStoreError {
+            return ServerResponses.error(ClientError(answering: error).status, error.description)
         } catch let error as DataProblem {
             return ServerResponses.error(500, "\(error); fix the data folder and restart the server")
         } catch {
@@ -315,46 +348,46 @@ struct ServerRoutes: Sendable {
             return try only(["GET"], method) { health() }
         case .metrics:
             return try only(["GET"], method) {
-                try authorizeAdmin(request)
+                try authorizeAdmin(request, route)
                 return scrape()
             }
         case .model:
             return try only(["GET"], method) {
-                try authorizeRead(request)
+                try authorizeRead(request, route)
                 return try model()
             }
         case .models:
             return try only(["GET"], method) {
-                try authorizeRead(request)
+                try authorizeRead(request, route)
                 return ServerResponses.json(200, ["models": ServerResponses.value(try repository.summaries())])
             }
         case .download(let version, let file):
             return try only(["GET", "HEAD"], method) {
-                try authorizeRead(request)
+                try authorizeRead(request, route)
                 return try download(version, file, Self.downloads[file]!, request)
             }
         case .report(let version):
             return try only(["GET"], method) {
-                try authorizeAdmin(request)
+                try authorizeAdmin(request, route)
                 return try report(version)
             }
         case .publish(let version):
             return try only(["POST"], method) {
-                try authorize(request)
+                try authorize(request, route)
                 return try publish(version)
             }
         case .rollback(let version):
             return try only(["POST"], method) {
-                try authorize(request)
+                try authorize(request, route)
                 return try rollback(version)
             }
         case .users:
             switch method {
             case "GET":
-                try authorize(request)
+                try authorize(request, route)
                 return ServerResponses.json(200, ["users": ServerResponses.value(store.list())])
             case "POST":
-                try authorize(request)
+                try authorize(request, route)
                 let body = try jsonObject(request, allowed: ["name", "position"])
                 guard case .string(let name)? = body["name"] else {
                     throw ClientError(400, "send {\"name\": \"...\", \"position\": \"...\"}; \"name\" is missing")
@@ -369,20 +402,20 @@ struct ServerRoutes: Sendable {
         case .photos(let id), .classPhotos(let id):
             switch method {
             case "POST":
-                try authorize(request)
+                try authorize(request, route)
                 return try photos(id, request)
             case "GET":
-                try authorize(request)
+                try authorize(request, route)
                 return try photoList(id)
             default: return notAllowed(["GET", "POST"], method)
             }
         case .photo(let id, let sha256), .classPhoto(let id, let sha256):
             switch method {
             case "GET":
-                try authorize(request)
+                try authorize(request, route)
                 return try photoFile(id, sha256)
             case "DELETE":
-                try authorize(request)
+                try authorize(request, route)
                 try store.deleteCrop(id, sha256: sha256)
                 queue.noteChange()
                 return ServerResponses.json(200, ["deleted": .string(sha256), "crops": .integer(store.cropCount(id))])
@@ -390,12 +423,12 @@ struct ServerRoutes: Sendable {
             }
         case .recognize:
             return try only(["POST"], method) {
-                try authorize(request)
+                try authorize(request, route)
                 return try recognize(request)
             }
         case .recognizedCrop(let sha256):
             return try only(["GET"], method) {
-                try authorize(request)
+                try authorize(request, route)
                 let data = try recentCrop(sha256)
                 return HTTPResponse(
                     status: 200,
@@ -407,35 +440,37 @@ struct ServerRoutes: Sendable {
         case .corrections:
             switch method {
             case "POST":
-                try authorize(request)
+                try authorize(request, route)
                 return try correct(request)
             case "GET":
-                try authorize(request)
+                try authorize(request, route)
                 return ServerResponses.json(
                     200, ["corrections": ServerResponses.value(try eraser.corrections.records().reversed())])
             default: return notAllowed(["GET", "POST"], method)
             }
         case .verify(let id):
             return try only(["POST"], method) {
-                try authorize(request)
+                try authorize(request, route)
                 return try verify(id, request)
             }
         case .trainings:
             switch method {
             case "POST":
-                try authorize(request)
+                try authorize(request, route)
                 let job = try queue.enqueue()
                 return ServerResponses.json(
                     202, ["job": .integer(job.job), "record": ServerResponses.value(job)],
                     headers: [("Location", "/v1/training/\(job.job)")])
             case "GET":
-                try authorize(request)
+                try authorize(request, route)
                 return ServerResponses.json(200, ["jobs": ServerResponses.value(queue.all())])
             default: return notAllowed(["GET", "POST"], method)
             }
+        case .tokens, .token, .tokenForm, .tokenRevokeForm:
+            return try tokenRoute(route, request)
         case .training(let id):
             return try only(["GET"], method) {
-                try authorize(request)
+                try authorize(request, route)
                 guard let job = queue.record(id) else {
                     throw ClientError(404, "there is no training job \(id); POST /v1/training starts one")
                 }
@@ -449,33 +484,57 @@ struct ServerRoutes: Sendable {
         return try body()
     }
 
-    private func notAllowed(_ methods: [String], _ method: String) -> HTTPResponse {
+    func notAllowed(_ methods: [String], _ method: String) -> HTTPResponse {
         ServerResponses.error(
             405, "\(method) is not allowed here; use \(methods.joined(separator: " or "))",
             headers: [("Allow", methods.joined(separator: ", "))])
     }
 
-    /// Throws 401 unless the request carries the bearer token (compared in constant time).
-    func authorize(_ request: HTTPRequest) throws {
-        guard let tokenDigest else { return }
+    /// Throws 401 unless the request carries the `--token-file` token (compared in constant time) or a
+    /// live scoped token, and 403 when that token's role may not use `route` with this method.
+    func authorize(_ request: HTTPRequest, _ route: Route) throws {
+        guard tokenDigest != nil else { return }
+        let (role, name) = try bearer(request)
+        let allowed = route.roles(request.method)
+        guard allowed.contains(role) else {
+            let needed = TokenRole.allCases.filter(allowed.contains).map(\.rawValue).joined(separator: " or ")
+            throw ClientError(
+                403,
+                "\(request.method) \(route.template) needs a token with the role \(needed); the token '\(name)' has "
+                    + "the role \(role.rawValue). Ask the admin for a token of that role (POST /v1/tokens)")
+        }
+    }
+
+    /// The role and name of the request's bearer token: admin for the `--token-file` one; throws
+    /// 401 without a token, or with a wrong or revoked one.
+    func bearer(_ request: HTTPRequest) throws -> (role: TokenRole, name: String) {
         guard let header = request.header("authorization"), header.hasPrefix("Bearer ") else {
             throw ClientError(401, "this route needs the server's token: send 'Authorization: Bearer <token>'")
         }
-        let given = SHA256.hash(Data(header.dropFirst("Bearer ".count).utf8))
-        guard Self.constantTimeEqual(given, tokenDigest) else {
-            throw ClientError(401, "the bearer token is wrong; use the one in the server's --token-file")
+        let secret = String(header.dropFirst("Bearer ".count))
+        if let tokenDigest, Self.constantTimeEqual(SHA256.hash(Data(secret.utf8)), tokenDigest) {
+            return (.admin, "--token-file")
         }
+        guard let token = tokens.authenticate(secret) else {
+            throw ClientError(
+                401,
+                "the bearer token is wrong or revoked; use the one in the server's --token-file, or a live token "
+                    + "from POST /v1/tokens")
+        }
+        return (token.role, token.name)
     }
 
-    /// The published model's reads: open unless `--private`; then the token or the admin page's session.
-    private func authorizeRead(_ request: HTTPRequest) throws {
-        if isPrivate { try authorizeAdmin(request) }
+    /// The published model's reads: open unless `--private`; then an admin or app token, or the admin
+    /// page's session.
+    private func authorizeRead(_ request: HTTPRequest, _ route: Route) throws {
+        guard isPrivate, !isAdmin(request) else { return }
+        try authorize(request, route)
     }
 
-    /// Reads the admin page links to: the token, or the session cookie of its login form.
-    func authorizeAdmin(_ request: HTTPRequest) throws {
+    /// Reads the admin page links to: an admin token, or the session cookie of its login form.
+    func authorizeAdmin(_ request: HTTPRequest, _ route: Route) throws {
         guard !isAdmin(request) else { return }
-        try authorize(request)
+        try authorize(request, route)
         throw ClientError(401, "the admin session is not valid; log in again at /")
     }
 
@@ -494,11 +553,11 @@ struct ServerRoutes: Sendable {
     private func user(_ id: Int, _ request: HTTPRequest) throws -> HTTPResponse {
         switch request.method {
         case "GET":
-            try authorize(request)
+            try authorize(request, .user(id: id))
             guard let user = store.user(id) else { throw UserStoreError.noSuchUser(id: id) }
             return ServerResponses.json(200, ["user": ServerResponses.value(user)])
         case "PATCH":
-            try authorize(request)
+            try authorize(request, .user(id: id))
             let body = try jsonObject(request, allowed: ["name", "position"])
             var name: String?
             if let value = body["name"] {
@@ -513,7 +572,7 @@ struct ServerRoutes: Sendable {
             queue.noteChange()
             return ServerResponses.json(200, ["user": ServerResponses.value(user)])
         case "DELETE":
-            try authorize(request)
+            try authorize(request, .user(id: id))
             let outcome = try eraser.erase(id, by: "facetrain serve")
             recognition.forget(cropHashes: outcome.cropHashes, versions: outcome.record.withdrawnVersions)
             let job = queue.noteErasure(user: id, cropHashes: outcome.cropHashes)
@@ -545,7 +604,7 @@ struct ServerRoutes: Sendable {
     }
 
     /// The body as a JSON object with only `allowed` keys.
-    private func jsonObject(_ request: HTTPRequest, allowed: Set<String>) throws -> [String: JSONValue] {
+    func jsonObject(_ request: HTTPRequest, allowed: Set<String>) throws -> [String: JSONValue] {
         guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: request.body) else {
             throw ClientError(400, "the body must be a JSON object, e.g. {\"name\": \"Ada\", \"position\": \"CTO\"}")
         }
@@ -884,6 +943,9 @@ struct ServerRoutes: Sendable {
         }
         do {
             let outcome = try repository.publish(version: version, gate: gate, baseURL: baseURL)
+            if !outcome.unchanged {
+                webhooks?.send("model.published", WebhookDispatcher.published(outcome.pointer, by: "POST publish"))
+            }
             return ServerResponses.json(
                 200,
                 [
@@ -914,6 +976,7 @@ struct ServerRoutes: Sendable {
         }
         do {
             let pointer = try repository.rollback(to: version, baseURL: baseURL)
+            webhooks?.send("model.rolled_back", WebhookDispatcher.published(pointer, by: "POST rollback"))
             return ServerResponses.json(
                 200,
                 [
@@ -969,6 +1032,8 @@ extension ClientError {
         switch error {
         case let error as ClientError: self = error
         case let error as UserStoreError: self.init(error)
+        case TokenStoreError.noSuchToken: self.init(404, "\(error)")
+        case TokenStoreError.invalidName: self.init(400, "\(error)")
         default: self.init(500, "\(error)")
         }
     }

@@ -39,8 +39,8 @@ public final class TrainingQueue: @unchecked Sendable {
     let baseURL: String?
     /// Called at named points (tests kill the process there).
     var pause: @Sendable (String) -> Void = { _ in }
-    /// Called with the state each training ended in.
-    var finished: @Sendable (TrainingJob.State) -> Void = { _ in }
+    /// Called with the record of each training that ended.
+    var finished: @Sendable (TrainingJob) -> Void = { _ in }
     /// Seconds without a change in users or crops before a change queues a training by itself;
     /// nil: only `POST /v1/training` queues.
     var quietPeriod: TimeInterval?
@@ -313,7 +313,7 @@ public final class TrainingQueue: @unchecked Sendable {
             $0.finishedAt = Manifest.timestamp(Date())
             if state == .succeeded { $0.progress = 1 }
         }
-        finished(state)
+        if let job = record(id) { finished(job) }
     }
 
     /// Changes job `id`; `persist` writes the records (state changes, not every batch).

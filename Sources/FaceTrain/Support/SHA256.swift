@@ -74,6 +74,25 @@ public enum SHA256 {
         return (hasher.finalizeHex(), size)
     }
 
+    /// The hex HMAC-SHA256 of `message` under `key` (RFC 2104), as webhook signatures carry it.
+    public static func hmac(key: Data, message: Data) -> String {
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        key.withUnsafeBytes { keyBytes in
+            message.withUnsafeBytes { messageBytes in
+                // HMAC takes a non-null pointer even for empty input.
+                let empty: [UInt8] = [0]
+                empty.withUnsafeBytes { fallback in
+                    _ = HMAC(
+                        EVP_sha256(), keyBytes.baseAddress ?? fallback.baseAddress, Int32(keyBytes.count),
+                        (messageBytes.baseAddress ?? fallback.baseAddress)?.assumingMemoryBound(to: UInt8.self),
+                        messageBytes.count, &output, &length)
+                }
+            }
+        }
+        return hex(Array(output.prefix(Int(length))))
+    }
+
     /// Lowercase hex of bytes.
     public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)

@@ -38,6 +38,11 @@ struct Serve: Command {
         ] + GateOptions.specs(server: true) + [
             .option(
                 "base-url", "url", "Prefix of the model URL in latest.json (default: served here, /v1/models/...)."),
+            .option(
+                "webhook", "url",
+                "POST signed events (trainings ending, publish, rollback) to this http(s) URL; repeatable."),
+            .option("webhook-secret-file", "file", "File holding the HMAC-SHA256 key of the webhooks' signatures."),
+            .option("webhook-retry-for", "seconds", "How long an undelivered event is retried.", default: "86400"),
             .flag("json", "Log one JSON object per request on stdout."),
         ]
     }
@@ -140,7 +145,51 @@ struct Serve: Command {
             }
         }
         configuration.pause = { TestHooks.pause(at: $0) }
+        configuration.webhooks = try Self.webhooks(arguments)
+        configuration.warn = { printError("facetrain serve: \($0)") }
         self.configuration = configuration
+    }
+
+    /// --webhook URLs (http or https), the secret they are signed with, and the retry period.
+    static func webhooks(_ arguments: ParsedArguments) throws -> WebhookSettings? {
+        let texts = arguments.strings("webhook")
+        let secretFile = arguments.string("webhook-secret-file")
+        guard !texts.isEmpty else {
+            if secretFile != nil { throw UsageError(message: "--webhook-secret-file needs at least one --webhook URL") }
+            return nil
+        }
+        let urls = try texts.map { text in
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host?.isEmpty == false
+            else {
+                throw UsageError(message: "--webhook \(text) is not an http(s) URL, e.g. https://example.com/facetrain")
+            }
+            return url
+        }
+        guard let secretFile else {
+            throw UsageError(
+                message: "--webhook needs --webhook-secret-file: unsigned events could be forged by anyone who can "
+                    + "reach the receiver; e.g. `openssl rand -hex 32 > webhook.secret`")
+        }
+        guard let text = try? String(contentsOfFile: secretFile, encoding: .utf8) else {
+            throw UsageError(message: "cannot read --webhook-secret-file \(secretFile)")
+        }
+        let secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard secret.count >= 16 else {
+            throw UsageError(
+                message: "the secret in \(secretFile) must be at least 16 characters, e.g. "
+                    + "`openssl rand -hex 32 > \(secretFile)`")
+        }
+        var settings = WebhookSettings(urls: urls, secret: Data(secret.utf8))
+        guard let retryFor = Double(try arguments.required("webhook-retry-for") as String), retryFor >= 1,
+            retryFor <= 30 * 86400
+        else { throw UsageError(message: "--webhook-retry-for must be seconds between 1 and 2592000 (30 days)") }
+        settings.retryFor = retryFor
+        if let backoff = TestHooks.webhookBackoff {
+            settings.firstBackoff = min(settings.firstBackoff, backoff)
+            settings.longestBackoff = backoff
+        }
+        return settings
     }
 
     /// Reads --cert and --key, checking that each is the PEM block it should be before GnuTLS sees them.

@@ -29,6 +29,15 @@ enum TestHooks {
         enabled && ProcessInfo.processInfo.environment["FACETRAIN_TEST_BLAS_SELF_CHECK"] == "fail"
     }
 
+    /// FACETRAIN_TEST_WEBHOOK_BACKOFF=seconds: the longest wait between two tries of a webhook
+    /// event (600 s otherwise), so a test sees a receiver that comes back within seconds.
+    static var webhookBackoff: TimeInterval? {
+        guard enabled, let text = ProcessInfo.processInfo.environment["FACETRAIN_TEST_WEBHOOK_BACKOFF"] else {
+            return nil
+        }
+        return TimeInterval(text)
+    }
+
     /// Announces "paused at <point>" on stderr and sleeps until killed, when asked to.
     static func pause(at point: String) {
         guard enabled, ProcessInfo.processInfo.environment["FACETRAIN_TEST_PAUSE_AT"] == point else { return }
