@@ -26,7 +26,8 @@ struct ServeCommandTests {
         /// Trainings after a quiet period are off unless `extra` asks for them, so tests count jobs exactly.
         init(
             data: URL, models: URL, token: String? = ServeCommandTests.token, extra: [String] = [],
-            pauseAt: String? = nil, certificateAuthority: URL? = nil, host: String = "127.0.0.1"
+            pauseAt: String? = nil, certificateAuthority: URL? = nil, host: String = "127.0.0.1",
+            environment extraEnvironment: [String: String] = [:]
         ) throws {
             let listen = "\(ServerConfiguration.urlHost(host)):0"
             var arguments = ["serve", "--data", data.path, "--models", models.path, "--listen", listen] + extra
@@ -36,7 +37,7 @@ struct ServeCommandTests {
                 try Data((token + "\n").utf8).write(to: file)
                 arguments += ["--token-file", file.path]
             }
-            var environment = ["FACETRAIN_TEST_COMMANDS": "1"]
+            var environment = extraEnvironment.merging(["FACETRAIN_TEST_COMMANDS": "1"]) { _, new in new }
             if let pauseAt { environment["FACETRAIN_TEST_PAUSE_AT"] = pauseAt }
             process = try CLIRunner.Background(arguments, environment: environment)
             self.token = token
