@@ -44,8 +44,9 @@ public enum TokenStoreError: Error, Equatable, CustomStringConvertible {
 /// fsync, rename) before it is answered, so a revoked token is refused from the next request on,
 /// across kills. Not the `--token-file` token, which stays outside the data folder.
 ///
-/// "Last used" is kept in memory and written lazily, at most once a minute per token and on
-/// `flush()`: a request never waits for a file write, and a kill loses at most a minute of it.
+/// "Last used" is kept in memory and written in the background, at most once a minute for all tokens
+/// and within a minute of a use, and on `flush()`: a request never waits for a file write, and a kill
+/// loses at most a minute of it.
 public final class TokenStore: @unchecked Sendable {
     public let url: URL
     /// Seconds between two writes caused by "last used" alone.
@@ -165,9 +166,11 @@ public final class TokenStore: @unchecked Sendable {
         defer { lock.unlock() }
         guard let id = byDigest[digest], let token = tokens[id] else { return nil }
         usedSinceWrite[id] = now
-        if !writeScheduled, now.timeIntervalSince(lastWrite) >= lastUsedInterval {
+        // One write at most per interval, and within one of the use: a kill loses at most that much.
+        if !writeScheduled {
             writeScheduled = true
-            background.async { [self] in try? flush() }
+            let wait = max(0, lastUsedInterval - now.timeIntervalSince(lastWrite))
+            background.asyncAfter(deadline: .now() + wait) { [self] in try? flush() }
         }
         return token
     }

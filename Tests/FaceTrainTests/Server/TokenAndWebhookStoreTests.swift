@@ -45,6 +45,24 @@ import Testing
         #expect(throws: TokenStoreError.noSuchToken(id: 2)) { try reopened.revoke(2) }
     }
 
+    /// Without a flush, a use reaches the file by itself within the interval.
+    @Test func lastUseIsWrittenInTheBackground() throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try TokenStore(folder: folder)
+        store.lastUsedInterval = 2
+        let (_, secret) = try store.create(name: "app", role: .app)
+        #expect(store.authenticate(secret) != nil)
+        Thread.sleep(forTimeInterval: 0.2)
+        let first = try #require(try TokenStore(folder: folder).list().first?.lastUsedAt)
+        Thread.sleep(forTimeInterval: 1.1)
+        #expect(store.authenticate(secret) != nil)
+        #expect(try TokenStore(folder: folder).list().first?.lastUsedAt == first, "not written at once")
+        Thread.sleep(forTimeInterval: 1.3)
+        let second = try #require(try TokenStore(folder: folder).list().first?.lastUsedAt)
+        #expect(second > first, "written within the interval")
+    }
+
     @Test func theJournalDropsATornLastLineAndWhatIsDone() throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
