@@ -61,7 +61,7 @@ struct WebhookJournalLine: Codable {
 public final class WebhookDispatcher: @unchecked Sendable {
     public let settings: WebhookSettings
     public let journalURL: URL
-    /// Told of each event given up, and of journal writes that failed.
+    /// Told of an event's first failed try, of each event given up, and of journal writes that failed.
     public var log: @Sendable (String) -> Void = { _ in }
 
     static let journalName = ".webhooks.jsonl"
@@ -222,6 +222,9 @@ public final class WebhookDispatcher: @unchecked Sendable {
             attempt += 1
             let failure = post(event, to: url, attempt: attempt)
             let expired = Date().timeIntervalSince1970 - event.createdAt >= settings.retryFor
+            if let failure, attempt == 1 {
+                log("webhook event \(event.id) to \(key) failed (\(failure)); retrying with back-off")
+            }
             if failure != nil && !expired {
                 let wait = min(settings.firstBackoff * pow(2, Double(min(attempt - 1, 40))), settings.longestBackoff)
                 condition.lock()
