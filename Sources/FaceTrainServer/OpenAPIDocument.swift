@@ -284,7 +284,6 @@ extension OpenAPIDocument {
                             "404": failure("No such person, nothing published, or no such version"),
                             "415": failure("Not multipart/form-data"),
                             "422": failure("Not an image, or no face in it"),
-                            "503": failure("The published version was withdrawn by an erasure"),
                         ])
                 )
             ]
@@ -393,7 +392,6 @@ extension OpenAPIDocument {
                         "400": failure("Not exactly one file in the field 'photo', or a bad ?version"),
                         "401": unauthorized, "404": failure("Nothing published, or no such version"),
                         "415": failure("Not multipart/form-data"), "422": failure("Not an image"),
-                        "503": failure("The published version was withdrawn by an erasure"),
                     ])
             ),
             (
@@ -526,7 +524,9 @@ extension OpenAPIDocument {
         ]
         for (file, type) in ServerRoutes.downloads.sorted(by: { $0.key < $1.key }) {
             let name = String(file.prefix { $0 != "." })
-            let content: JSONValue = [type: ["schema": ["type": "string"]]]
+            // The manifest is JSON; the models are bytes.
+            let schema: JSONValue = type == "application/json" ? ["type": "object"] : ["type": "string"]
+            let content: JSONValue = [type: ["schema": schema]]
             let answers: [String: JSONValue] = [
                 "200": ["description": "The file", "headers": fileHeaders, "content": content],
                 "206": [
