@@ -307,7 +307,7 @@ struct ServerRoutes: Sendable {
             return (
                 ServerResponses.error(
                     404,
-                    "no route \(request.method) \(request.path); the routes are listed in the README's serve section"),
+                    "no route \(request.method) \(request.path); GET /openapi.json lists the routes"),
                 Route.unmatchedTemplate
             )
         }
