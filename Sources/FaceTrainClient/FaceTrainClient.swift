@@ -8,6 +8,8 @@ import Foundation
 /// depends on Foundation only, so SwiftPM builds it without the engine's C libraries). It is not
 /// a full mirror of the API: it has what an app needs (register, upload, train, download,
 /// recognise, verify); docs/openapi.json describes every route.
+/// iOS 16 and macOS 13 for async URLSession, `Duration` and `Task.sleep(for:)`.
+@available(iOS 16.0, macOS 13.0, tvOS 16.0, watchOS 9.0, *)
 public struct FaceTrainClient: Sendable {
     /// The server's root, e.g. https://faces.example.com:8443.
     public var baseURL: URL

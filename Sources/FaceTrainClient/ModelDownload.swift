@@ -7,6 +7,7 @@ import Foundation
 /// Downloading the published Core ML file: conditional (ETag), resumable (Range into a `.part`
 /// file) and checked against the SHA-256 `GET /v1/model` announced. Compiling and loading the
 /// model is the app's (`MLModel.compileModel(at:)`): this file only gets the bytes right.
+@available(iOS 16.0, macOS 13.0, tvOS 16.0, watchOS 9.0, *)
 extension FaceTrainClient {
     /// What a download did.
     public struct ModelDownload: Sendable, Equatable {
