@@ -33,7 +33,7 @@ DETECTOR_ARGS := --epochs 140 --input-size 320 --batch-size 32 --learning-rate 0
 DETECTOR_FINETUNE_ARGS := --epochs 40 --input-size 320 --batch-size 32 --learning-rate 0.005 --hold-out 0.1 \
                  --landmark-weight 0.5 --measure-every 10 --seed 1 --name facetrain-detector --version 3
 
-.PHONY: all deps pydeps build release demo serve admin-screenshot test fuzz fuzz-smoke detector quality-face-check bench bench-detect bench-enrollment bench-serve quality base lint format clean
+.PHONY: all deps pydeps openapi build release demo serve admin-screenshot test fuzz fuzz-smoke detector quality-face-check bench bench-detect bench-enrollment bench-serve quality base lint format clean
 
 all: build
 
@@ -48,9 +48,15 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
 
-# Python modules the tests use as independent consumers of the exports (onnxruntime, coremltools).
+# Python modules the tests use as independent consumers of the exports (onnxruntime, coremltools)
+# and of the API's OpenAPI document (schemathesis).
 pydeps:
-	@python3 -c "import numpy, onnx, onnxruntime, coremltools, PIL" 2>/dev/null || python3 -m pip install -q -r Tests/Scripts/requirements.txt
+	@python3 -c "import numpy, onnx, onnxruntime, coremltools, PIL, schemathesis" 2>/dev/null || python3 -m pip install -q -r Tests/Scripts/requirements.txt
+
+# Rewrites docs/openapi.json from its one source, Sources/FaceTrainServer/OpenAPIDocument.swift.
+openapi:
+	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
+	FACETRAIN_WRITE_OPENAPI=1 $(SWIFT) test -c release --skip-build --filter OpenAPIDocumentTests
 
 build: deps
 	$(SWIFT) build -c $(CONFIG)

@@ -15,6 +15,8 @@ let package = Package(
     products: [
         .library(name: "FaceTrain", targets: ["FaceTrain", "FaceTrainEngine"]),
         .executable(name: "facetrain", targets: ["FaceTrainCLI"]),
+        // The app's client of `facetrain serve`: Foundation only, so an iOS app can add it alone.
+        .library(name: "FaceTrainClient", targets: ["FaceTrainClient"]),
     ],
     targets: [
         // MARK: - C libraries, installed with apt (`make deps`) and found through pkg-config
@@ -56,6 +58,10 @@ let package = Package(
         // `serve`: the HTTP backend the app talks to.
         .target(name: "FaceTrainServer", dependencies: ["FaceTrain", "CMicroHTTPD"]),
 
+        // The app's typed client of `serve` (URLSession). It depends on nothing here: the server's
+        // OpenAPI document and the client tests against a live server keep the two in step.
+        .target(name: "FaceTrainClient"),
+
         // MARK: - Command-line tool: parses arguments and calls the libraries
         .executableTarget(
             name: "FaceTrainCLI",
@@ -79,7 +85,7 @@ let package = Package(
             name: "FaceTrainCLITests",
             dependencies: [
                 "FaceTrainCLI", "FaceTrain", "FaceTrainEngine", "FaceTrainSynthesis", "FaceTrainServer",
-                "FaceTrainTestSupport",
+                "FaceTrainTestSupport", "FaceTrainClient",
             ]
         ),
     ]

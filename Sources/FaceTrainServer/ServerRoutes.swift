@@ -61,6 +61,8 @@ enum Route: Equatable {
     case token(id: Int)
     /// The admin page's forms that create and revoke a token.
     case tokenForm, tokenRevokeForm
+    /// This API's OpenAPI description (`GET /openapi.json`, open like the health check).
+    case openAPI
 
     init?(path: String) {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
@@ -81,6 +83,7 @@ enum Route: Equatable {
             && path[2] == "photos" && Route.isSHA256(path[3]) && path[4] == "delete":
             self = .personPhotoDelete(id: ModelRepository.parseVersion(path[1])!, sha256: path[3])
         case ["healthz"]: self = .health
+        case ["openapi.json"]: self = .openAPI
         case ["metrics"]: self = .metrics
         case ["v1", "model"]: self = .model
         case ["v1", "models"]: self = .models
@@ -174,7 +177,117 @@ enum Route: Equatable {
         case .token: return "/v1/tokens/{id}"
         case .tokenForm: return "/tokens"
         case .tokenRevokeForm: return "/tokens/revoke"
+        case .openAPI: return "/openapi.json"
         }
+    }
+
+    /// The methods the route answers; any other gets 405 with them in `Allow`.
+    var methods: [String] {
+        switch self {
+        case .admin, .download: return ["GET", "HEAD"]
+        case .login, .logout, .testPhoto, .personPhotoDelete, .correctForm, .publish, .rollback, .recognize, .verify,
+            .tokenForm, .tokenRevokeForm:
+            return ["POST"]
+        case .person, .health, .metrics, .model, .models, .report, .recognizedCrop, .training, .openAPI:
+            return ["GET"]
+        case .users, .photos, .classPhotos, .corrections, .trainings, .tokens: return ["GET", "POST"]
+        case .token: return ["DELETE"]
+        case .user: return ["GET", "PATCH", "DELETE"]
+        case .photo, .classPhoto: return ["GET", "DELETE"]
+        }
+    }
+
+    /// Each kind of route, without its path's values: the compiler makes `kind` name every case, and
+    /// `CaseIterable` then lists them all, so `Route.all` cannot miss one.
+    enum Kind: CaseIterable {
+        case admin, login, logout, testPhoto, person, personPhotoDelete, correctForm, health, metrics, model, models
+        case download, report, publish, rollback, users, user, photos, photo, verify, recognize, recognizedCrop
+        case corrections, classPhotos, classPhoto, trainings, training, openAPI, tokens, token, tokenForm
+        case tokenRevokeForm
+
+        /// One route of the kind for each path template it has (a download per file, a class per folder).
+        var routes: [Route] {
+            let hash = String(repeating: "0", count: 64)
+            switch self {
+            case .admin: return [.admin]
+            case .login: return [.login]
+            case .logout: return [.logout]
+            case .testPhoto: return [.testPhoto]
+            case .person: return [.person(id: 3)]
+            case .personPhotoDelete: return [.personPhotoDelete(id: 3, sha256: hash)]
+            case .correctForm: return [.correctForm]
+            case .health: return [.health]
+            case .metrics: return [.metrics]
+            case .model: return [.model]
+            case .models: return [.models]
+            case .download: return ServerRoutes.downloads.keys.sorted().map { .download(version: 1, file: $0) }
+            case .report: return [.report(version: 1)]
+            case .publish: return [.publish(version: 1)]
+            case .rollback: return [.rollback(version: 1)]
+            case .users: return [.users]
+            case .user: return [.user(id: 3)]
+            case .photos: return [.photos(id: 3)]
+            case .photo: return [.photo(id: 3, sha256: hash)]
+            case .verify: return [.verify(id: 3)]
+            case .recognize: return [.recognize]
+            case .recognizedCrop: return [.recognizedCrop(sha256: hash)]
+            case .corrections: return [.corrections]
+            case .classPhotos: return Route.classFolders.values.sorted().map { .classPhotos(label: $0) }
+            case .classPhoto: return Route.classFolders.values.sorted().map { .classPhoto(label: $0, sha256: hash) }
+            case .trainings: return [.trainings]
+            case .training: return [.training(job: 1)]
+            case .openAPI: return [.openAPI]
+            case .tokens: return [.tokens]
+            case .token: return [.token(id: 1)]
+            case .tokenForm: return [.tokenForm]
+            case .tokenRevokeForm: return [.tokenRevokeForm]
+            }
+        }
+    }
+
+    var kind: Kind {
+        switch self {
+        case .admin: .admin
+        case .login: .login
+        case .logout: .logout
+        case .testPhoto: .testPhoto
+        case .person: .person
+        case .personPhotoDelete: .personPhotoDelete
+        case .correctForm: .correctForm
+        case .health: .health
+        case .metrics: .metrics
+        case .model: .model
+        case .models: .models
+        case .download: .download
+        case .report: .report
+        case .publish: .publish
+        case .rollback: .rollback
+        case .users: .users
+        case .user: .user
+        case .photos: .photos
+        case .photo: .photo
+        case .verify: .verify
+        case .recognize: .recognize
+        case .recognizedCrop: .recognizedCrop
+        case .corrections: .corrections
+        case .classPhotos: .classPhotos
+        case .classPhoto: .classPhoto
+        case .trainings: .trainings
+        case .training: .training
+        case .openAPI: .openAPI
+        case .tokens: .tokens
+        case .token: .token
+        case .tokenForm: .tokenForm
+        case .tokenRevokeForm: .tokenRevokeForm
+        }
+    }
+
+    /// Every route, one per path template.
+    static let all: [Route] = Kind.allCases.flatMap(\.routes)
+
+    /// Every operation the router answers: (method, path template), as the OpenAPI document must list them.
+    static var operations: [(method: String, template: String)] {
+        all.flatMap { route in route.methods.map { (method: $0, template: route.template) } }
     }
 
     /// The `route` label of paths that match no route.
@@ -235,7 +348,7 @@ struct ServerRoutes: Sendable {
             return (
                 ServerResponses.error(
                     404,
-                    "no route \(request.method) \(request.path); the routes are listed in the README's serve section"),
+                    "no route \(request.method) \(request.path); GET /openapi.json lists the routes"),
                 Route.unmatchedTemplate
             )
         }
@@ -331,53 +444,59 @@ struct ServerRoutes: Sendable {
         let method = request.method
         switch route {
         case .admin:
-            return try only(["GET", "HEAD"], method) { adminPage(request) }
+            return try only(route, method) { adminPage(request) }
         case .login:
-            return try only(["POST"], method) { login(request) }
+            return try only(route, method) { login(request) }
         case .logout:
-            return try only(["POST"], method) { logout() }
+            return try only(route, method) { logout() }
         case .testPhoto:
-            return try only(["POST"], method) { testPhoto(request) }
+            return try only(route, method) { testPhoto(request) }
         case .person(let id):
-            return try only(["GET"], method) { try personPage(id, request) }
+            return try only(route, method) { try personPage(id, request) }
         case .personPhotoDelete(let id, let sha256):
-            return try only(["POST"], method) { try deleteFromPersonPage(id, sha256, request) }
+            return try only(route, method) { try deleteFromPersonPage(id, sha256, request) }
         case .correctForm:
-            return try only(["POST"], method) { correctFromTestPage(request) }
+            return try only(route, method) { correctFromTestPage(request) }
         case .health:
-            return try only(["GET"], method) { health() }
+            return try only(route, method) { health() }
+        case .openAPI:
+            return try only(route, method) {
+                HTTPResponse(
+                    status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-cache")],
+                    body: OpenAPIDocument.data)
+            }
         case .metrics:
-            return try only(["GET"], method) {
+            return try only(route, method) {
                 try authorizeAdmin(request, route)
                 return scrape()
             }
         case .model:
-            return try only(["GET"], method) {
+            return try only(route, method) {
                 try authorizeRead(request, route)
                 return try model()
             }
         case .models:
-            return try only(["GET"], method) {
+            return try only(route, method) {
                 try authorizeRead(request, route)
                 return ServerResponses.json(200, ["models": ServerResponses.value(try repository.summaries())])
             }
         case .download(let version, let file):
-            return try only(["GET", "HEAD"], method) {
+            return try only(route, method) {
                 try authorizeRead(request, route)
                 return try download(version, file, Self.downloads[file]!, request)
             }
         case .report(let version):
-            return try only(["GET"], method) {
+            return try only(route, method) {
                 try authorizeAdmin(request, route)
                 return try report(version)
             }
         case .publish(let version):
-            return try only(["POST"], method) {
+            return try only(route, method) {
                 try authorize(request, route)
                 return try publish(version)
             }
         case .rollback(let version):
-            return try only(["POST"], method) {
+            return try only(route, method) {
                 try authorize(request, route)
                 return try rollback(version)
             }
@@ -395,7 +514,7 @@ struct ServerRoutes: Sendable {
                 let user = try store.create(name: name, position: try position(body))
                 queue.noteChange()
                 return ServerResponses.json(201, ["user": ServerResponses.value(user), "id": .integer(user.id)])
-            default: return notAllowed(["GET", "POST"], method)
+            default: return notAllowed(route.methods, method)
             }
         case .user(let id):
             return try user(id, request)
@@ -407,7 +526,7 @@ struct ServerRoutes: Sendable {
             case "GET":
                 try authorize(request, route)
                 return try photoList(id)
-            default: return notAllowed(["GET", "POST"], method)
+            default: return notAllowed(route.methods, method)
             }
         case .photo(let id, let sha256), .classPhoto(let id, let sha256):
             switch method {
@@ -419,15 +538,15 @@ struct ServerRoutes: Sendable {
                 try store.deleteCrop(id, sha256: sha256)
                 queue.noteChange()
                 return ServerResponses.json(200, ["deleted": .string(sha256), "crops": .integer(store.cropCount(id))])
-            default: return notAllowed(["GET", "DELETE"], method)
+            default: return notAllowed(route.methods, method)
             }
         case .recognize:
-            return try only(["POST"], method) {
+            return try only(route, method) {
                 try authorize(request, route)
                 return try recognize(request)
             }
         case .recognizedCrop(let sha256):
-            return try only(["GET"], method) {
+            return try only(route, method) {
                 try authorize(request, route)
                 let data = try recentCrop(sha256)
                 return HTTPResponse(
@@ -446,10 +565,10 @@ struct ServerRoutes: Sendable {
                 try authorize(request, route)
                 return ServerResponses.json(
                     200, ["corrections": ServerResponses.value(try eraser.corrections.records().reversed())])
-            default: return notAllowed(["GET", "POST"], method)
+            default: return notAllowed(route.methods, method)
             }
         case .verify(let id):
-            return try only(["POST"], method) {
+            return try only(route, method) {
                 try authorize(request, route)
                 return try verify(id, request)
             }
@@ -464,12 +583,12 @@ struct ServerRoutes: Sendable {
             case "GET":
                 try authorize(request, route)
                 return ServerResponses.json(200, ["jobs": ServerResponses.value(queue.all())])
-            default: return notAllowed(["GET", "POST"], method)
+            default: return notAllowed(route.methods, method)
             }
         case .tokens, .token, .tokenForm, .tokenRevokeForm:
             return try tokenRoute(route, request)
         case .training(let id):
-            return try only(["GET"], method) {
+            return try only(route, method) {
                 try authorize(request, route)
                 guard let job = queue.record(id) else {
                     throw ClientError(404, "there is no training job \(id); POST /v1/training starts one")
@@ -479,8 +598,8 @@ struct ServerRoutes: Sendable {
         }
     }
 
-    private func only(_ methods: [String], _ method: String, _ body: () throws -> HTTPResponse) throws -> HTTPResponse {
-        guard methods.contains(method) else { return notAllowed(methods, method) }
+    private func only(_ route: Route, _ method: String, _ body: () throws -> HTTPResponse) throws -> HTTPResponse {
+        guard route.methods.contains(method) else { return notAllowed(route.methods, method) }
         return try body()
     }
 
@@ -591,7 +710,7 @@ struct ServerRoutes: Sendable {
                             + "keep the model they downloaded until a new one is published"),
                 ])
         default:
-            return notAllowed(["GET", "PATCH", "DELETE"], request.method)
+            return notAllowed(Route.user(id: id).methods, request.method)
         }
     }
 

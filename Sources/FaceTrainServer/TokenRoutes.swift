@@ -58,7 +58,7 @@ extension ServerRoutes {
                             + "(Authorization: Bearer <secret>); DELETE /v1/tokens/\(token.id) revokes it"),
                 ], headers: [("Location", "/v1/tokens/\(token.id)"), ("Cache-Control", "no-store")])
         case (.tokens, _):
-            return notAllowed(["GET", "POST"], request.method)
+            return notAllowed(route.methods, request.method)
         case (.token(let id), "DELETE"):
             try authorize(request, route)
             let token = try tokens.revoke(id)
@@ -69,13 +69,13 @@ extension ServerRoutes {
                     "note": .string("requests with it are refused from now on (401)"),
                 ])
         case (.token, _):
-            return notAllowed(["DELETE"], request.method)
+            return notAllowed(route.methods, request.method)
         case (.tokenForm, "POST"):
             return tokenFromAdminPage(request)
         case (.tokenRevokeForm, "POST"):
             return revokeFromAdminPage(request)
         default:
-            return notAllowed(["POST"], request.method)
+            return notAllowed(route.methods, request.method)
         }
     }
 

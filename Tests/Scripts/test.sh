@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make test`: the whole suite on the OpenBLAS kernel the facetrain binary runs on this CPU, the fuzz
-# smoke run, the engine's suites again with Swift's runtime checks, and the kernel matrix: the
+# `make test`: the whole suite on the OpenBLAS kernel the facetrain binary runs on this CPU, schemathesis
+# against the server's OpenAPI document, the fuzz smoke run, the engine's suites again with Swift's runtime checks, and the kernel matrix: the
 # numerically sensitive suites once more on each other OpenBLAS core type this CPU can execute.
 # Not a build script: `make test` builds the tests first. It never changes the caller's
 # environment beyond this process, and a user's OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) wins.
@@ -32,6 +32,11 @@ summary=()
 started=$SECONDS
 "$SWIFT" test -c release --skip-build
 summary+=("$kernel: whole suite passed ($((SECONDS - started)) s)")
+
+# The API against its OpenAPI document: schemathesis on a live server, about a minute and a half.
+started=$SECONDS
+bash Tests/Scripts/schemathesis_serve.sh
+summary+=("schemathesis: no 5xx and no answer off its schema ($((SECONDS - started)) s)")
 
 make --no-print-directory fuzz-smoke
 

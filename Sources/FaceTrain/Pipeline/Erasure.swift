@@ -39,12 +39,20 @@ public struct ErasureRecord: Codable, Sendable, Equatable {
 public struct ErasureLog: Sendable {
     public static let name = "erasures.jsonl"
     private let file: JSONLines<ErasureRecord>
+    private let repository: ModelRepository
     public var url: URL { file.url }
 
-    public init(models: URL) { file = JSONLines(url: models.appendingPathComponent(Self.name)) }
+    public init(models: URL) {
+        file = JSONLines(url: models.appendingPathComponent(Self.name))
+        repository = ModelRepository(directory: models)
+    }
 
     public func records() throws -> [ErasureRecord] { try file.read() }
-    public func append(_ record: ErasureRecord) throws { try file.append(record) }
+
+    /// Appends under the models lock: the log's temporary file lives in the models folder, whose
+    /// lock holders remove temporary files as stale (two concurrent erasures lost one record and
+    /// answered 500 without it), and two appends must not read the same old log.
+    public func append(_ record: ErasureRecord) throws { try repository.withLock { try file.append(record) } }
 }
 
 /// The models folder's part of forgetting people: bundles trained on them are withdrawn (and
