@@ -698,7 +698,8 @@ extension OpenAPIDocument {
                 operation(
                     "adminCreateToken", "The admin page's Create form: a page with the secret, once", tag: "admin",
                     security: cookieSecurity,
-                    requestBody: cookieForm(["name": ["type": "string"], "role": ["type": "string"]], ["name", "role"]),
+                    requestBody: cookieForm(
+                        ["name": ["type": "string"], "role": ["type": "string"]], ["name", "role"]),
                     responses: ["201": html, "401": body("text/html", "The login page")])
             ),
             (
