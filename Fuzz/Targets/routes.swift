@@ -30,7 +30,7 @@ let routes: ServerRoutes = {
         return ServerRoutes(
             store: store, queue: queue, repository: repository, metrics: ServerMetrics(),
             recognition: RecognitionService(repository: repository), eraser: PersonEraser(store: store, models: models),
-            tokenDigest: nil)
+            tokenDigest: nil, tokens: try TokenStore(folder: data))
     } catch {
         fatalError("cannot open the store in \(root.path): \(error)")
     }
