@@ -354,7 +354,7 @@ struct ServerRoutes: Sendable {
         }
         // Only requests that offer a secret are throttled: the app's open reads never are.
         let offersSecret = tokenDigest != nil && offersCredentials(request, route)
-        if offersSecret, let seconds = throttle.secondsLocked(request.clientAddress) {
+        if offersSecret, let seconds = throttle.secondsLocked(request.clientAddress), !offersDrawnSecret(request) {
             let message =
                 "\(throttle.limit) wrong tokens from \(request.clientAddress) within \(Int(throttle.window)) s: "
                 + "wait \(seconds) s, and use the token in the server's --token-file"
@@ -415,6 +415,19 @@ struct ServerRoutes: Sendable {
             return !host.isEmpty && lowered.dropFirst(scheme.count) == host.lowercased()
         }
         return false
+    }
+
+    /// A live scoped token or the admin page's session cookie: secrets of 256 bits that the server
+    /// drew, which no rate of guessing finds. A lockout caused by others on the same address (a
+    /// proxy, an office's NAT) therefore does not stop them; only the `--token-file` token, which a
+    /// person chose, and the login form that takes it wait for the window to end.
+    private func offersDrawnSecret(_ request: HTTPRequest) -> Bool {
+        if let header = request.header("authorization") {
+            guard header.hasPrefix("Bearer ") else { return false }
+            return tokens.authenticate(String(header.dropFirst("Bearer ".count))) != nil
+        }
+        guard let tokenDigest else { return false }
+        return hasAdminSession(request, tokenDigest: tokenDigest)
     }
 
     /// A bearer token, an admin session cookie, or the login form's token field.

@@ -434,9 +434,10 @@ struct ServeCommandTests {
         #expect(users.components(separatedBy: "Planted").count == 3, "two planted by the server's own origin only")
     }
 
-    /// Ten wrong tokens from one address within a minute: the next try, even with the right token, is
-    /// 429 with Retry-After (the login form too), while requests without a secret are not counted and
-    /// the app's open reads still answer.
+    /// Ten wrong tokens from one address within a minute: the next try of the `--token-file` token,
+    /// right or wrong, is 429 with Retry-After (the login form too), while requests without a secret
+    /// are not counted and the app's open reads still answer. Secrets the server drew (a scoped token,
+    /// the admin session cookie) still pass: others on the same address cannot lock their owners out.
     @Test func wrongTokensAreThrottled() throws {
         let (_, data, models) = try Self.folders(users: 1, perUser: 5)
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
@@ -444,6 +445,10 @@ struct ServeCommandTests {
         defer { server.kill() }
         for _ in 0..<12 { #expect(try server.json("GET", "/v1/users", authorized: false).status == 401) }
         #expect(try server.json("GET", "/v1/users").status == 200)
+        let created = try server.json("POST", "/v1/tokens", "{\"name\": \"kiosk\", \"role\": \"enrol\"}")
+        let scoped = try #require(created.object["secret"] as? String, "\(created.object)")
+        let login = try server.curl("POST", "/login", ["--data-urlencode", "token=\(Self.token)"], authorized: false)
+        let session = try #require(login.headers["set-cookie"]?.split(separator: ";").first.map(String.init))
         for attempt in 0..<10 {
             let wrong = try server.curl(
                 "GET", "/v1/users", ["-H", "Authorization: Bearer wrong-token-\(attempt)-0123456789"], authorized: false
@@ -455,8 +460,19 @@ struct ServeCommandTests {
         #expect(locked.status == 429, "\(object)")
         #expect((1...60).contains(Int(locked.headers["retry-after"] ?? "") ?? 0), "\(locked.headers)")
         #expect((object["error"] as? String)?.contains("--token-file") == true, "\(object)")
-        let login = try server.curl("POST", "/login", ["--data-urlencode", "token=\(Self.token)"], authorized: false)
-        #expect(login.status == 429)
+        let relogin = try server.curl("POST", "/login", ["--data-urlencode", "token=\(Self.token)"], authorized: false)
+        #expect(relogin.status == 429)
+        let stillWrong = try server.curl(
+            "GET", "/v1/users", ["-H", "Authorization: Bearer wrong-token-after-0123456789"], authorized: false)
+        #expect(stillWrong.status == 429, "a wrong token is not even checked while locked")
+        let enrol = try server.curl(
+            "POST", "/v1/users",
+            [
+                "-H", "Authorization: Bearer \(scoped)", "-H", "Content-Type: application/json", "--data-binary",
+                "{\"name\": \"Ada\"}",
+            ], authorized: false)
+        #expect(enrol.status == 201, "a live scoped token passes the lockout")
+        #expect(try server.curl("GET", "/", ["-H", "Cookie: \(session)"], authorized: false).status == 200)
         #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)
         #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
     }
