@@ -26,7 +26,31 @@ package struct DetectionAugmentation: Codable, Sendable, Equatable {
     /// Share of crops blurred with a Gaussian of sigma in `blurSigma`: phone crops are often soft.
     package var blurShare: Double = 0.2
     package var blurSigma: ClosedRange<Double> = 0.5...2.0
+    /// Share of learnt faces partly covered by a patch (DetectionResampling.occlude): hands, cups,
+    /// hair and other heads hide parts of faces in photos, and a detector that saw only whole faces
+    /// scores them low.
+    package var occlusionShare: Double = 0
     package init() {}
+
+    private enum CodingKeys: String, CodingKey {
+        case outputSize, cropShares, horizontalFlip, brightness, contrast, saturation, greyscaleShare, blurShare
+        case blurSigma, occlusionShare
+    }
+
+    /// Recipes written before a field existed read as the value they were trained with.
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        outputSize = try container.decode(Int.self, forKey: .outputSize)
+        cropShares = try container.decode([Double].self, forKey: .cropShares)
+        horizontalFlip = try container.decode(Bool.self, forKey: .horizontalFlip)
+        brightness = try container.decode(Double.self, forKey: .brightness)
+        contrast = try container.decode(Double.self, forKey: .contrast)
+        saturation = try container.decode(Double.self, forKey: .saturation)
+        greyscaleShare = try container.decode(Double.self, forKey: .greyscaleShare)
+        blurShare = try container.decode(Double.self, forKey: .blurShare)
+        blurSigma = try container.decode(ClosedRange<Double>.self, forKey: .blurSigma)
+        occlusionShare = try container.decodeIfPresent(Double.self, forKey: .occlusionShare) ?? 0
+    }
 
     /// No randomness beyond the crop itself: whole photo (`u` = 1), no flip, no colour change.
     package static let none: DetectionAugmentation = {
@@ -82,10 +106,6 @@ extension DetectionAugmentation {
         let scale = Double(size) / side
         DetectionResampling.crop(
             photo, originX: originX, originY: originY, scale: scale, flip: flip, size: size, to: output)
-        if sigma > 0 { DetectionResampling.gaussianBlur(output, planes: 3, size: size, sigma: sigma) }
-        DetectionResampling.adjustColour(
-            output, size: size, brightness: brightnessShift, contrast: contrastFactor, saturation: saturationFactor,
-            input: input)
 
         let placement = LetterboxTransform(scale: scale, offsetX: -originX * scale, offsetY: -originY * scale)
         let extent = Double(size)
@@ -101,6 +121,15 @@ extension DetectionAugmentation {
             if flip { cropped = cropped.flippedHorizontally(imageWidth: extent) }
             kept.append(cropped)
         }
+        // Drawn only when asked for, so recipes without occlusion draw the same random numbers as before.
+        if occlusionShare > 0 {
+            DetectionResampling.occlude(
+                output, size: size, faces: kept, share: occlusionShare, minimumHeight: 16, random: &random)
+        }
+        if sigma > 0 { DetectionResampling.gaussianBlur(output, planes: 3, size: size, sigma: sigma) }
+        DetectionResampling.adjustColour(
+            output, size: size, brightness: brightnessShift, contrast: contrastFactor, saturation: saturationFactor,
+            input: input)
         return AugmentedCrop(faces: kept, placement: placement, isFlipped: flip)
     }
 }
@@ -197,6 +226,38 @@ enum DetectionResampling {
             red[index] = adjusted(red[index], luma: luma, channel: 0)
             green[index] = adjusted(green[index], luma: luma, channel: 1)
             blue[index] = adjusted(blue[index], luma: luma, channel: 2)
+        }
+    }
+}
+
+extension DetectionResampling {
+    /// Covers a random part of each learnt face in `faces` (crop pixels), with probability `share`
+    /// each, by a rectangle of 0.25-0.6 of the face's width and height: half of them a flat colour,
+    /// half a piece of the crop moved from elsewhere (a hand, a cup, another head). The face keeps
+    /// its box and landmarks: an occluded face is still a face, and WIDER is full of them.
+    static func occlude<R: RandomNumberGenerator>(
+        _ values: UnsafeMutablePointer<Float>, size: Int, faces: [LabelledFace], share: Double,
+        minimumHeight: Double, random: inout R
+    ) {
+        let plane = size * size
+        for face in faces where !face.ignored && face.box.height >= minimumHeight {
+            guard Double.random(in: 0..<1, using: &random) < share else { continue }
+            let width = max(2, Int(face.box.width * Double.random(in: 0.25...0.6, using: &random)))
+            let height = max(2, Int(face.box.height * Double.random(in: 0.25...0.6, using: &random)))
+            let left = Int(face.box.x + Double.random(in: 0...1, using: &random) * (face.box.width - Double(width)))
+            let top = Int(face.box.y + Double.random(in: 0...1, using: &random) * (face.box.height - Double(height)))
+            let copy = Bool.random(using: &random)
+            let sourceX = Int.random(in: 0...max(0, size - width), using: &random)
+            let sourceY = Int.random(in: 0...max(0, size - height), using: &random)
+            let colour = (0..<3).map { _ in Float.random(in: 0...255, using: &random) }
+            for y in max(0, top)..<min(size, top + height) {
+                for x in max(0, left)..<min(size, left + width) {
+                    let from = min(size - 1, sourceY + y - top) * size + min(size - 1, sourceX + x - left)
+                    for channel in 0..<3 {
+                        values[channel * plane + y * size + x] = copy ? values[channel * plane + from] : colour[channel]
+                    }
+                }
+            }
         }
     }
 }

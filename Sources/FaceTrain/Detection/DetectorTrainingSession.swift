@@ -60,6 +60,9 @@ package struct DetectorTrainingConfiguration: Codable, Sendable, Equatable {
         try check((0..<0.9).contains(holdOut), "hold-out", "in [0, 0.9)", holdOut)
         try check(measureEvery >= 1, "measure-every", "at least 1", measureEvery)
         try check((0...100).contains(landmarkWeight), "landmark-weight", "0...100", landmarkWeight)
+        let occlusion = augmentation.occlusionShare
+        try check((0...1).contains(occlusion), "occlusion", "in [0, 1]", occlusion)
+        try check((0...1).contains(augmentation.blurShare), "blur", "in [0, 1]", augmentation.blurShare)
         let size = augmentation.outputSize
         try check((64...1024).contains(size) && size % 32 == 0, "input-size", "a multiple of 32 in 64...1024", size)
     }

@@ -28,6 +28,13 @@ struct DetectorTrain: Command {
                 "landmark-weight", "w", "Weight of the landmarks' term in the loss (box term 2, score term 1).",
                 default: String(DetectorTrainingConfiguration().landmarkWeight)),
             .option(
+                "occlusion", "share",
+                "Share of the faces in each training crop partly covered by a patch (a flat colour or a piece of "
+                    + "the crop).", default: "0"),
+            .option(
+                "blur", "share", "Share of the training crops blurred (a Gaussian of sigma 0.5-2 px).",
+                default: String(DetectionAugmentation().blurShare)),
+            .option(
                 "measure-every", "n", "Measure the held-out photos every n epochs (and after the last).", default: "10"),
             TrainingOptions.seed("Seed of everything random; the same seed gives the same weights."),
             .option("name", "text", "Name recorded in the detector manifest.", default: "facetrain-detector"),
@@ -64,6 +71,8 @@ struct DetectorTrain: Command {
         configuration.holdOut = try arguments.required("hold-out")
         configuration.measureEvery = try arguments.required("measure-every")
         configuration.landmarkWeight = try arguments.required("landmark-weight")
+        configuration.augmentation.occlusionShare = try arguments.required("occlusion")
+        configuration.augmentation.blurShare = try arguments.required("blur")
         configuration.seed = try arguments.required("seed")
         try requireValid { () throws(ConfigurationError) in try configuration.validate() }
         self.configuration = configuration

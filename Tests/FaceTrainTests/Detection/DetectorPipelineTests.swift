@@ -87,6 +87,47 @@ struct DetectorPipelineTests {
         #expect(crop(7).0 != crop(8).0)
     }
 
+    /// Occlusion paints only inside learnt faces' boxes, keeps their labels, and draws nothing when
+    /// off, so a recipe without it gives the crops it gave before the option existed; a recipe
+    /// written before it reads as 0.
+    @Test func occlusionCoversPartOfEachFaceOnly() throws {
+        let (dotted, face) = Self.dottedPhoto()
+        // Texture, so that a piece moved from elsewhere differs from what it covers.
+        var texture = dotted.pixels
+        for index in texture.indices { texture[index] = UInt8(truncatingIfNeeded: (index &* 2_654_435_761) >> 13) }
+        let photo = Image(width: dotted.width, height: dotted.height, channels: 3, pixels: texture)
+        var settings = DetectionAugmentation.none
+        settings.outputSize = 96
+        let input = InputSpecification(width: 96, height: 96, channels: 3)
+        func crop(_ share: Double) -> ([Float], [LabelledFace]) {
+            settings.occlusionShare = share
+            var output = [Float](repeating: 0, count: 3 * 96 * 96)
+            var random = SplitMix64(seed: 3)
+            let result = output.withUnsafeMutableBufferPointer {
+                settings.writeCrop(of: photo, faces: [face], input: input, random: &random, to: $0.baseAddress!)
+            }
+            return (output, result.faces)
+        }
+        let (plain, plainFaces) = crop(0)
+        let (covered, coveredFaces) = crop(1)
+        #expect(plainFaces == coveredFaces, "an occluded face keeps its box and landmarks")
+        let box = try #require(coveredFaces.first?.box)
+        var inside = 0
+        for index in plain.indices where plain[index] != covered[index] {
+            let (x, y) = (Double(index % (96 * 96) % 96), Double(index % (96 * 96) / 96))
+            #expect(x >= box.x - 1 && x <= box.right && y >= box.y - 1 && y <= box.bottom, "pixel (\(x), \(y))")
+            inside += 1
+        }
+        let area = box.width * box.height
+        #expect(Double(inside / 3) >= 0.02 * area && Double(inside / 3) <= 0.4 * area, "\(inside / 3) of \(area)")
+        var old =
+            try JSONSerialization.jsonObject(with: JSONEncoder().encode(DetectionAugmentation())) as! [String: Any]
+        old["occlusionShare"] = nil
+        let decoded = try JSONDecoder().decode(
+            DetectionAugmentation.self, from: JSONSerialization.data(withJSONObject: old))
+        #expect(decoded == DetectionAugmentation() && decoded.occlusionShare == 0)
+    }
+
     /// Large photos shrink to the longest side allowed, small ones keep their size; both pad right and
     /// below to the stride with the value grey normalises to; a grey photo fills all three channels.
     @Test func letterboxShrinksPadsAndMapsBack() {
