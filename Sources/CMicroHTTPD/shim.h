@@ -16,11 +16,12 @@ typedef void *(*cmhd_uri_log_callback)(void *context, const char *uri, struct MH
 
 /// Starts a daemon on an IPv4 address (port 0: any free port), one thread per connection; with
 /// MHD_USE_TLS in `flags`, `certificate` and `key` are the PEM texts (else both NULL).
+/// `notify` is told of every connection opened and closed.
 static inline struct MHD_Daemon *cmhd_start_daemon(
     unsigned int flags, const struct sockaddr *address, unsigned short port, MHD_AccessHandlerCallback handler,
-    MHD_RequestCompletedCallback completed, cmhd_uri_log_callback uriLog, void *context, unsigned int connectionLimit,
-    unsigned int perAddressLimit, unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate,
-    const char *key) {
+    MHD_RequestCompletedCallback completed, cmhd_uri_log_callback uriLog, void *context,
+    MHD_NotifyConnectionCallback notify, unsigned int connectionLimit, unsigned int perAddressLimit,
+    unsigned int timeoutSeconds, size_t connectionMemoryLimit, const char *certificate, const char *key) {
     /* One option list, with the TLS options only when given (MHD_OPTION_ARRAY: integers in `value`,
        single pointers in `ptr_value`, a callback and its argument in both). `address` is a
        sockaddr_in, or a sockaddr_in6 when `flags` has MHD_USE_IPv6. */
@@ -32,15 +33,16 @@ static inline struct MHD_Daemon *cmhd_start_daemon(
         {MHD_OPTION_PER_IP_CONNECTION_LIMIT, perAddressLimit, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds, NULL},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)connectionMemoryLimit, NULL},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify, context},
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     if (certificate != NULL && key != NULL) {
-        options[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
-        options[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
-        options[9] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)CMHD_TLS_PRIORITIES};
+        options[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)certificate};
+        options[9] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        options[10] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)CMHD_TLS_PRIORITIES};
     }
     return MHD_start_daemon(flags, port, NULL, NULL, handler, context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }

@@ -67,6 +67,9 @@ public struct HTTPLimits: Sendable {
     /// Seconds a request's whole body may take after its headers: a client that sends a byte now and
     /// then (each within `timeoutSeconds`) would otherwise hold its connection forever. Answered 408.
     public var bodyDeadlineSeconds = 60
+    /// Seconds from a connection's opening, or its last answer, until a request's headers must be in;
+    /// after that the connection is closed (HeaderDeadline), however steadily its bytes trickle.
+    public var headerDeadlineSeconds = 20
 
     public init() {}
 }
@@ -145,6 +148,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Paths whose application/x-www-form-urlencoded bodies libmicrohttpd decodes into `fields`.
     let urlEncodedFormPaths: Set<String>
     private var daemon: OpaquePointer?
+    /// Closes connections whose headers come too slowly.
+    let headerDeadline: HeaderDeadline
     /// The PEM texts handed to libmicrohttpd, kept alive (NUL-terminated) as long as the daemon.
     private var pemCopies: [UnsafeMutablePointer<CChar>] = []
 
@@ -162,6 +167,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.limits = limits
         isTLS = tls != nil
         self.urlEncodedFormPaths = urlEncodedFormPaths
+        headerDeadline = HeaderDeadline(seconds: limits.headerDeadlineSeconds)
         guard let address = SocketAddress(host: host, port: port) else {
             throw HTTPServerError(
                 description: "\(host) is neither an IPv4 address (127.0.0.1) nor an IPv6 one (::1)")
@@ -187,7 +193,7 @@ public final class HTTPServer: @unchecked Sendable {
         daemon = address.withPointer { socketAddress in
             cmhd_start_daemon(
                 UInt32(flags), socketAddress, UInt16(port), accessHandler, requestCompleted, requestStarted,
-                Unmanaged.passUnretained(self).toOpaque(), UInt32(limits.maximumConnections),
+                Unmanaged.passUnretained(self).toOpaque(), connectionNotified, UInt32(limits.maximumConnections),
                 UInt32(limits.maximumConnectionsPerAddress), UInt32(limits.timeoutSeconds), 256 << 10, certificate, key)
         }
         guard let daemon else {
@@ -208,6 +214,7 @@ public final class HTTPServer: @unchecked Sendable {
     public func stop() {
         if let daemon { MHD_stop_daemon(daemon) }
         daemon = nil
+        headerDeadline.stop()
         for copy in pemCopies { free(copy) }
         pemCopies = []
     }
@@ -321,6 +328,7 @@ public final class HTTPServer: @unchecked Sendable {
         guard state.headersRead else {
             // First call: the headers are in, the body is not.
             state.headersRead = true
+            headerDeadline.headersIn(connection)
             state.method = method
             state.bodyDeadline = .now + .seconds(limits.bodyDeadlineSeconds)
             var address = [CChar](repeating: 0, count: 64)
@@ -478,6 +486,9 @@ private func requestCompleted(
     _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
     _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
 ) {
+    if let context, let connection {
+        Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().headerDeadline.answered(connection)
+    }
     guard let requestContext, let pointer = requestContext.pointee else { return }
     let state = Unmanaged<HTTPServer.RequestState>.fromOpaque(pointer).takeRetainedValue()
     // A body that stopped coming (the deadline cut the idle timeout short) is told why before the close.
@@ -488,6 +499,16 @@ private func requestCompleted(
     if let processor = state.postProcessor { MHD_destroy_post_processor(processor) }
     state.postProcessor = nil
     requestContext.pointee = nil
+}
+
+/// Each connection's opening and closing, for the header deadline.
+private func connectionNotified(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_ConnectionNotificationCode
+) {
+    guard let context, let connection else { return }
+    let deadline = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().headerDeadline
+    if code == .CONNECTION_NOTIFY_STARTED { deadline.opened(connection) } else { deadline.closed(connection) }
 }
 
 /// Collects one request header (lowercased name) or cookie (name as sent) into the request state.

@@ -119,6 +119,28 @@ extension ServeCommandTests {
         #expect(!users.contains("Slow") && users.contains("Prompt"))
     }
 
+    /// Headers that trickle in a byte at a time (each byte well within the 30 s idle timeout), and a
+    /// connection that never sends a byte, are closed --header-timeout after the connection opened;
+    /// other requests are served meanwhile.
+    @Test func slowHeadersAreCutOffAtTheDeadline() throws {
+        let (_, data, models) = try Self.folders(users: 1, perUser: 5)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        let server = try Server(data: data, models: models, extra: ["--header-timeout", "2"])
+        defer { server.kill() }
+        let head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nX-Slow: a"
+        for (mode, sent) in [("trickle", head), ("silent", "")] {
+            let client = try PythonClient(Self.slowClientScript, [String(server.port), mode, sent])
+            Thread.sleep(forTimeInterval: 1)
+            #expect(try server.json("GET", "/healthz").status == 200, "\(mode)")
+            let output = client.finish()
+            let seconds = Double(output.prefix { $0 != "\n" }) ?? .infinity
+            #expect((1.5...6).contains(seconds), "\(mode): closed after \(seconds) s")
+            #expect(!output.contains("HTTP/1.1"), "\(mode): nothing is answered to headers never finished")
+        }
+        let usage = try CLIRunner.run(["serve", "--data", data.path, "--models", models.path, "--header-timeout", "0"])
+        #expect(usage.status == 64 && usage.standardError.contains("--header-timeout"), "\(usage.standardError)")
+    }
+
     /// Opens argv[2] idle connections to 127.0.0.1:argv[1], prints how many the server kept open
     /// after a second, and holds them until its stdin closes (30 s at most).
     static let connectionHolderScript = """

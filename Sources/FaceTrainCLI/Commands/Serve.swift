@@ -30,6 +30,10 @@ struct Serve: Command {
                 "Time a request's whole body may take after its headers (408 after); raise it for big uploads "
                     + "over slow links.", default: "60"),
             .option(
+                "header-timeout", "seconds",
+                "Time a connection may take, from its opening or its last answer, to send a request's headers "
+                    + "(closed after).", default: "20"),
+            .option(
                 "connections-per-address", "n",
                 "Connections one client address may hold at once (of 64); behind a reverse proxy every client "
                     + "shares its address, so raise it to 64 there.", default: "16"),
@@ -120,6 +124,11 @@ struct Serve: Command {
             throw UsageError(message: "--body-timeout must be seconds between 1 and 3600")
         }
         configuration.limits.bodyDeadlineSeconds = bodyTimeout
+        let headerTimeout: Int = try arguments.required("header-timeout")
+        guard (1...3600).contains(headerTimeout) else {
+            throw UsageError(message: "--header-timeout must be seconds between 1 and 3600")
+        }
+        configuration.limits.headerDeadlineSeconds = headerTimeout
         let perAddress: Int = try arguments.required("connections-per-address")
         guard (1...configuration.limits.maximumConnections).contains(perAddress) else {
             throw UsageError(
