@@ -643,14 +643,6 @@ extension OpenAPIDocument {
             ], required: ["id", "name", "role", "createdAt", "lastUsedAt"])
         let forbidden = failure("The token's role may not use this route")
         let html: JSONValue = body("text/html", "A page of the admin site")
-        let cookieForm = { (fields: [String: JSONValue], required: [String]) -> JSONValue in
-            [
-                "required": true,
-                "content": [
-                    "application/x-www-form-urlencoded": ["schema": object(fields, required: required, closed: false)]
-                ],
-            ]
-        }
         return [
             (
                 "/v1/tokens", "GET",
@@ -698,7 +690,7 @@ extension OpenAPIDocument {
                 operation(
                     "adminCreateToken", "The admin page's Create form: a page with the secret, once", tag: "admin",
                     security: cookieSecurity,
-                    requestBody: cookieForm(
+                    requestBody: form(
                         ["name": ["type": "string"], "role": ["type": "string"]], ["name", "role"]),
                     responses: ["201": html, "401": body("text/html", "The login page")])
             ),
@@ -706,7 +698,7 @@ extension OpenAPIDocument {
                 "/tokens/revoke", "POST",
                 operation(
                     "adminRevokeToken", "A Revoke button of the admin page", tag: "admin", security: cookieSecurity,
-                    requestBody: cookieForm(["id": ["type": "string"]], ["id"]),
+                    requestBody: form(["id": ["type": "string"]], ["id"]),
                     responses: [
                         "303": ["description": "Back to the admin page (Location: /)"],
                         "401": body("text/html", "The login page"),
@@ -715,18 +707,20 @@ extension OpenAPIDocument {
         ]
     }
 
+    /// The url-encoded body an admin page's form posts (browsers may add fields: left open).
+    static func form(_ fields: [String: JSONValue], _ required: [String]) -> JSONValue {
+        [
+            "required": true,
+            "content": [
+                "application/x-www-form-urlencoded": ["schema": object(fields, required: required, closed: false)]
+            ],
+        ]
+    }
+
     /// The browser's pages: HTML, behind the session cookie of POST /login.
     static var adminOperations: [Operation] {
         let page: [String: JSONValue] = ["200": html, "401": body("text/html", "The login page")]
         let redirect: JSONValue = ["description": "Back to the admin page (Location: /)"]
-        let form = { (fields: [String: JSONValue], required: [String]) -> JSONValue in
-            [
-                "required": true,
-                "content": [
-                    "application/x-www-form-urlencoded": ["schema": object(fields, required: required, closed: false)]
-                ],
-            ]
-        }
         return [
             (
                 "/", "GET",
