@@ -352,12 +352,7 @@ public final class UserStore: @unchecked Sendable {
                 throw UserStoreError.invalidField(field: field, reason: "is longer than 200 characters")
             }
             // The same rule as data check: names reach terminals, the report and the app.
-            if let scalar = text.unicodeScalars.first(where: \.isHiddenControl) {
-                throw UserStoreError.invalidField(
-                    field: field,
-                    reason: "contains the invisible or control character U+" + String(format: "%04X", scalar.value)
-                        + "; remove it")
-            }
+            if let problem = text.displayProblem { throw UserStoreError.invalidField(field: field, reason: problem) }
         }
     }
 

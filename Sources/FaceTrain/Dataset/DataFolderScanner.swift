@@ -249,12 +249,9 @@ struct DataFolderScanner {
             // Names reach terminals, the report and the app: an escape, NUL, line break or bidirectional
             // override (which can make one name read as another) is never meant.
             for (field, text) in [("name", record.name), ("position", record.position)] {
-                if let scalar = text?.unicodeScalars.first(where: \.isHiddenControl) {
+                if let problem = text?.displayProblem {
                     problems.append(
-                        .invalidMetadata(
-                            path: record.source,
-                            reason: "the \(field) of user \(id) contains the invisible or control character U+"
-                                + String(format: "%04X", scalar.value) + "; remove it"))
+                        .invalidMetadata(path: record.source, reason: "the \(field) of user \(id) \(problem)"))
                 }
             }
             if let earlier = byId[id] {

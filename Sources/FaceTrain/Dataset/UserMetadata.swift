@@ -87,15 +87,38 @@ package struct RawUser {
 }
 
 extension Unicode.Scalar {
-    /// Control characters, line and paragraph separators, bidirectional controls and invisible
-    /// spaces: in a name or a file name they can move the cursor, break lines, or make one text
-    /// read as another. Joiners (U+200C, U+200D) and the soft hyphen are ordinary spelling.
+    /// Control characters, line and paragraph separators, bidirectional controls, invisible
+    /// formatting characters (U+2060-2064, tags, ...) and blank "letters" (Hangul fillers, the blank
+    /// Braille pattern): in a name or a file name they can move the cursor, break lines, hide, or
+    /// make one text read as another. Joiners (U+200C, U+200D) and the soft hyphen are ordinary
+    /// spelling.
     public var isHiddenControl: Bool {
         switch properties.generalCategory {
         case .control, .lineSeparator, .paragraphSeparator: return true
+        case .format: return ![0x00AD, 0x200C, 0x200D].contains(value)
         default:
-            return [0x061C, 0x200B, 0x200E, 0x200F, 0x2060, 0xFEFF].contains(value)
-                || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+            return [0x115F, 0x1160, 0x2800, 0x3164, 0xFFA0].contains(value)
         }
+    }
+}
+
+extension String {
+    /// Scalars one character (a letter with its marks, an emoji sequence) may have: the longest
+    /// emoji sequences (families with skin tones) have 10; a letter under dozens of combining marks
+    /// draws over the lines around it.
+    package static let scalarsPerCharacterLimit = 16
+
+    /// Why this name or position cannot be shown as it is, or nil: a hidden or control character, or
+    /// a character piled with marks. One rule for `data check` and the server.
+    package var displayProblem: String? {
+        if let scalar = unicodeScalars.first(where: \.isHiddenControl) {
+            return "contains the invisible or control character U+" + String(format: "%04X", scalar.value)
+                + "; remove it"
+        }
+        if let character = first(where: { $0.unicodeScalars.count > Self.scalarsPerCharacterLimit }) {
+            return "has a character made of \(character.unicodeScalars.count) code points (at most "
+                + "\(Self.scalarsPerCharacterLimit): a letter under a pile of combining marks); remove the marks"
+        }
+        return nil
     }
 }
