@@ -48,7 +48,7 @@ package struct FaceCheckThresholds: Sendable, Equatable {
     package var cropShare: Double
 
     package static let standard = FaceCheckThresholds(
-        faceScore: 0.4, secondAreaRatio: 0.5, minimumFaceHeight: 24, minimumBrightness: 20, minimumSharpness: 0.05,
+        faceScore: 0.45, secondAreaRatio: 0.5, minimumFaceHeight: 24, minimumBrightness: 20, minimumSharpness: 0.05,
         cropShare: 0.4)
 
     /// Whether a face this high fills an image this high: a crop, used as it is, not a photo to
