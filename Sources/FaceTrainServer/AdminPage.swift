@@ -388,11 +388,6 @@ extension ServerRoutes {
     func isAdmin(_ request: HTTPRequest) -> Bool {
         guard let tokenDigest else { return true }
         if request.header("authorization") != nil, (try? bearer(request))?.role == .admin { return true }
-        return hasAdminSession(request, tokenDigest: tokenDigest)
-    }
-
-    /// The session cookie of a login with the token whose digest is `tokenDigest`.
-    func hasAdminSession(_ request: HTTPRequest, tokenDigest: String) -> Bool {
         guard let cookie = request.cookies[Self.sessionCookie] else { return false }
         return Self.constantTimeEqual(
             SHA256.hash(Data(cookie.utf8)), SHA256.hash(Data(Self.sessionValue(tokenDigest: tokenDigest).utf8)))

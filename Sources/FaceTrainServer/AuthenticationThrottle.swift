@@ -3,8 +3,8 @@ import Foundation
 /// Wrong tokens counted per client address: after `limit` of them within `window` seconds, the
 /// address may not try the `--token-file` token (right or wrong) until the window ends, so a person's
 /// chosen token cannot be guessed at speed, and a misconfigured or hostile client neither spends the
-/// server's CPU nor fills its log. Secrets the server drew (scoped tokens, the admin session) still
-/// pass (ServerRoutes.respond): others on the same address must not lock their owners out.
+/// server's CPU nor fills its log. Scoped tokens, secrets the server drew, still pass
+/// (ServerRoutes.respond): others on the same address must not lock their owners out.
 public final class AuthenticationThrottle: @unchecked Sendable {
     public let limit: Int
     public let window: TimeInterval

@@ -68,7 +68,9 @@ struct ServerRoutes: Sendable {
         }
         // Only requests that offer a secret are throttled: the app's open reads never are.
         let offersSecret = tokenDigest != nil && offersCredentials(request, route)
-        if offersSecret, let seconds = throttle.secondsLocked(request.clientAddress), !offersDrawnSecret(request) {
+        if offersSecret, let seconds = throttle.secondsLocked(request.clientAddress),
+            route == .login || !offersScopedToken(request)
+        {
             let message =
                 "\(throttle.limit) wrong tokens from \(request.clientAddress) within \(Int(throttle.window)) s: "
                 + "wait \(seconds) s, and use the token in the server's --token-file"
@@ -131,17 +133,14 @@ struct ServerRoutes: Sendable {
         return false
     }
 
-    /// A live scoped token or the admin page's session cookie: secrets of 256 bits that the server
-    /// drew, which no rate of guessing finds. A lockout caused by others on the same address (a
-    /// proxy, an office's NAT) therefore does not stop them; only the `--token-file` token, which a
-    /// person chose, and the login form that takes it wait for the window to end.
-    private func offersDrawnSecret(_ request: HTTPRequest) -> Bool {
-        if let header = request.header("authorization") {
-            guard header.hasPrefix("Bearer ") else { return false }
-            return tokens.authenticate(String(header.dropFirst("Bearer ".count))) != nil
-        }
-        guard let tokenDigest else { return false }
-        return hasAdminSession(request, tokenDigest: tokenDigest)
+    /// A live scoped token as the bearer: a secret of 256 bits that the server drew, which no rate
+    /// of guessing finds, so a lockout caused by others on the same address (a proxy, an office's
+    /// NAT) need not stop it. The `--token-file` token, which a person chose, waits, and so does the
+    /// admin session cookie (a digest of that token: as guessable as the token itself) and the login
+    /// form (whose credential is its form field, whatever the bearer).
+    private func offersScopedToken(_ request: HTTPRequest) -> Bool {
+        guard let header = request.header("authorization"), header.hasPrefix("Bearer ") else { return false }
+        return tokens.authenticate(String(header.dropFirst("Bearer ".count))) != nil
     }
 
     /// A bearer token, an admin session cookie, or the login form's token field.

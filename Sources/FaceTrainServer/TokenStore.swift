@@ -109,9 +109,7 @@ public final class TokenStore: @unchecked Sendable {
         guard !trimmed.isEmpty, trimmed.count <= 100 else {
             throw TokenStoreError.invalidName(reason: "must be 1 to 100 characters")
         }
-        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw TokenStoreError.invalidName(reason: "must not hold control characters")
-        }
+        if let problem = trimmed.displayProblem { throw TokenStoreError.invalidName(reason: problem) }
         var generator = SystemRandomNumberGenerator()
         let secret = Self.secretPrefix + SHA256.hex((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
         writing.lock()
@@ -159,7 +157,9 @@ public final class TokenStore: @unchecked Sendable {
     /// The token whose secret this is, recording its use; nil for any other text.
     public func authenticate(_ secret: String) -> AccessToken? {
         // Only a secret of ours is hashed: the admin token and garbage cost nothing here.
-        guard secret.hasPrefix(Self.secretPrefix) else { return nil }
+        guard secret.hasPrefix(Self.secretPrefix), secret.utf8.count == Self.secretPrefix.utf8.count + 64 else {
+            return nil
+        }
         let digest = SHA256.hash(Data(secret.utf8))
         let now = Date()
         lock.lock()

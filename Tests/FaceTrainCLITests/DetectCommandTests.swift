@@ -171,6 +171,8 @@ struct DetectCommandTests {
             ["detect"], ["detect", "--threshold", "2", "x.jpg"], ["detect", "--max-side", "8", "x.jpg"],
             ["detector", "train", "--data", "x", "--out", "y", "--input-size", "100"],
             ["detector", "train", "--data", "x", "--out", "y", "--hold-out", "0.95"],
+            ["detector", "train", "--data", "x", "--out", "y", "--occlusion", "1.5"],
+            ["detector", "train", "--data", "x", "--out", "y", "--blur", "-0.1"],
         ] {
             let result = try CLIRunner.run(arguments)
             #expect(result.status == 64, "\(arguments): \(result.standardError)")

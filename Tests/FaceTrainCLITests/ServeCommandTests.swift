@@ -435,9 +435,10 @@ struct ServeCommandTests {
     }
 
     /// Ten wrong tokens from one address within a minute: the next try of the `--token-file` token,
-    /// right or wrong, is 429 with Retry-After (the login form too), while requests without a secret
-    /// are not counted and the app's open reads still answer. Secrets the server drew (a scoped token,
-    /// the admin session cookie) still pass: others on the same address cannot lock their owners out.
+    /// right or wrong, is 429 with Retry-After, and so are the login form (even with a scoped bearer)
+    /// and the admin cookie (derived from that token), while requests without a secret are not
+    /// counted and the app's open reads still answer. A live scoped token, a secret the server drew,
+    /// still passes: others on the same address cannot lock the app's phones out.
     @Test func wrongTokensAreThrottled() throws {
         let (_, data, models) = try Self.folders(users: 1, perUser: 5)
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
@@ -472,7 +473,12 @@ struct ServeCommandTests {
                 "{\"name\": \"Ada\"}",
             ], authorized: false)
         #expect(enrol.status == 201, "a live scoped token passes the lockout")
-        #expect(try server.curl("GET", "/", ["-H", "Cookie: \(session)"], authorized: false).status == 200)
+        #expect(try server.curl("GET", "/", ["-H", "Cookie: \(session)"], authorized: false).status == 429)
+        let guess = try server.curl(
+            "POST", "/login",
+            ["-H", "Authorization: Bearer \(scoped)", "--data-urlencode", "token=a-guess-of-the-admin-token"],
+            authorized: false)
+        #expect(guess.status == 429, "a scoped bearer does not open the login form to guesses")
         #expect(try server.json("GET", "/v1/model", authorized: false).status == 404)
         #expect(try server.json("GET", "/healthz", authorized: false).status == 200)
     }

@@ -90,12 +90,13 @@ extension Unicode.Scalar {
     /// Control characters, line and paragraph separators, bidirectional controls, invisible
     /// formatting characters (U+2060-2064, tags, ...) and blank "letters" (Hangul fillers, the blank
     /// Braille pattern): in a name or a file name they can move the cursor, break lines, hide, or
-    /// make one text read as another. Joiners (U+200C, U+200D) and the soft hyphen are ordinary
-    /// spelling.
+    /// make one text read as another. Joiners (U+200C, U+200D), the soft hyphen and the Mongolian
+    /// vowel separator are ordinary spelling. Tags are refused even in the flags of England,
+    /// Scotland and Wales: invisible alone, they can carry hidden text.
     public var isHiddenControl: Bool {
         switch properties.generalCategory {
         case .control, .lineSeparator, .paragraphSeparator: return true
-        case .format: return ![0x00AD, 0x200C, 0x200D].contains(value)
+        case .format: return ![0x00AD, 0x180E, 0x200C, 0x200D].contains(value)
         default:
             return [0x115F, 0x1160, 0x2800, 0x3164, 0xFFA0].contains(value)
         }
@@ -104,7 +105,7 @@ extension Unicode.Scalar {
 
 extension String {
     /// Scalars one character (a letter with its marks, an emoji sequence) may have: the longest
-    /// emoji sequences (families with skin tones) have 10; a letter under dozens of combining marks
+    /// emoji sequences (families with skin tones) have 11; a letter under dozens of combining marks
     /// draws over the lines around it.
     package static let scalarsPerCharacterLimit = 16
 

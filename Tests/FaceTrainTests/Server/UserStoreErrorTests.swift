@@ -17,9 +17,9 @@ import Testing
 
     /// Invisible characters (word joiner, invisible times, a tag, Hangul fillers, a blank Braille
     /// pattern) and a letter under 10,000 combining marks are refused; names in many scripts, with
-    /// joiners, soft hyphens, accents and emoji sequences, pass.
+    /// joiners, soft hyphens, the Mongolian vowel separator, accents and emoji sequences, pass.
     @Test func namesMustShowAsTheyAre() throws {
-        let hidden = ["\u{2060}", "\u{2062}", "\u{E0041}", "\u{3164}", "\u{115F}", "\u{2800}", "\u{180E}"]
+        let hidden = ["\u{2060}", "\u{2062}", "\u{E0041}", "\u{3164}", "\u{115F}", "\u{2800}", "\u{FEFF}"]
         for scalar in hidden {
             #expect(throws: UserStoreError.self, "\(scalar.unicodeScalars.first!.value)") {
                 try UserStore.validate(name: "Ada\(scalar)Lovelace", position: nil)
@@ -31,7 +31,7 @@ import Testing
         #expect(throws: UserStoreError.self) { try UserStore.validate(name: "Ada", position: pile) }
         let names = [
             "Zoë Ñúñez", "Nguyễn Thị Minh Khai", "مریم\u{200C}زاده", "Bar\u{00AD}bara", "李小龍", "Ольга",
-            "👩\u{1F3FD}\u{200D}👩\u{1F3FB}\u{200D}👧\u{1F3FE}\u{200D}👦\u{1F3FF}", "हिन्दी नाम", "ཀྲྀ",
+            "👩\u{1F3FD}\u{200D}👩\u{1F3FB}\u{200D}👧\u{1F3FE}\u{200D}👦\u{1F3FF}", "हिन्दी नाम", "ཀྲྀ", "ᠨᠠᠷ\u{180E}ᠠ",
         ]
         for name in names { try UserStore.validate(name: name, position: nil) }
     }
