@@ -378,19 +378,25 @@ extension ServerRoutes {
     /// Seconds a login lasts.
     static let sessionSeconds = 12 * 3600
 
-    /// The cookie value a login sets: derived from the token's digest (not the token), so the cookie
-    /// opens the admin page and nothing else, and stays valid across restarts with the same token.
-    static func sessionValue(tokenDigest: String) -> String {
-        SHA256.hash(Data("facetrain admin session\n\(tokenDigest)".utf8))
+    /// The cookie value a login sets: derived from the token's digest (not the token) and the data
+    /// folder's drawn session key, so the cookie opens the admin page and nothing else, cannot be
+    /// computed from a guess of the token, and stays valid across restarts with the same token.
+    func sessionValue(tokenDigest: String) -> String {
+        SHA256.hash(Data("facetrain admin session\n\(tokens.sessionKey)\n\(tokenDigest)".utf8))
     }
 
     /// The bearer token, or the session cookie of a login (compared in constant time).
     func isAdmin(_ request: HTTPRequest) -> Bool {
         guard let tokenDigest else { return true }
         if request.header("authorization") != nil, (try? bearer(request))?.role == .admin { return true }
-        guard let cookie = request.cookies[Self.sessionCookie] else { return false }
+        return hasAdminSession(request, tokenDigest: tokenDigest)
+    }
+
+    /// The session cookie of a login with the token whose digest is `tokenDigest`.
+    func hasAdminSession(_ request: HTTPRequest, tokenDigest: String) -> Bool {
+        guard let cookie = request.cookies[Self.sessionCookie], cookie.utf8.count == 64 else { return false }
         return Self.constantTimeEqual(
-            SHA256.hash(Data(cookie.utf8)), SHA256.hash(Data(Self.sessionValue(tokenDigest: tokenDigest).utf8)))
+            SHA256.hash(Data(cookie.utf8)), SHA256.hash(Data(sessionValue(tokenDigest: tokenDigest).utf8)))
     }
 
     /// Browsers get HTML; curl and the app get the JSON errors every other route answers.
@@ -478,7 +484,7 @@ extension ServerRoutes {
             return htmlResponse(401, AdminPage.loginPage(message: "That is not the server's token."))
         }
         let cookie =
-            "\(Self.sessionCookie)=\(Self.sessionValue(tokenDigest: tokenDigest)); Path=/; Max-Age=\(Self.sessionSeconds); "
+            "\(Self.sessionCookie)=\(sessionValue(tokenDigest: tokenDigest)); Path=/; Max-Age=\(Self.sessionSeconds); "
             + "HttpOnly; SameSite=Strict" + (secureCookies ? "; Secure" : "")
         return HTTPResponse(
             status: 303, headers: [("Location", "/"), ("Set-Cookie", cookie), ("Cache-Control", "no-store")])

@@ -69,7 +69,7 @@ struct ServerRoutes: Sendable {
         // Only requests that offer a secret are throttled: the app's open reads never are.
         let offersSecret = tokenDigest != nil && offersCredentials(request, route)
         if offersSecret, let seconds = throttle.secondsLocked(request.clientAddress),
-            route == .login || !offersScopedToken(request)
+            route == .login || !offersDrawnSecret(request)
         {
             let message =
                 "\(throttle.limit) wrong tokens from \(request.clientAddress) within \(Int(throttle.window)) s: "
@@ -133,14 +133,18 @@ struct ServerRoutes: Sendable {
         return false
     }
 
-    /// A live scoped token as the bearer: a secret of 256 bits that the server drew, which no rate
-    /// of guessing finds, so a lockout caused by others on the same address (a proxy, an office's
-    /// NAT) need not stop it. The `--token-file` token, which a person chose, waits, and so does the
-    /// admin session cookie (a digest of that token: as guessable as the token itself) and the login
-    /// form (whose credential is its form field, whatever the bearer).
-    private func offersScopedToken(_ request: HTTPRequest) -> Bool {
-        guard let header = request.header("authorization"), header.hasPrefix("Bearer ") else { return false }
-        return tokens.authenticate(String(header.dropFirst("Bearer ".count))) != nil
+    /// A live scoped token as the bearer, or else the admin session cookie: secrets that depend on
+    /// 256 bits the server drew (TokenStore.sessionKey for the cookie), which no rate of guessing
+    /// finds, so a lockout caused by others on the same address (a proxy, an office's NAT) need not
+    /// stop them. The `--token-file` token, which a person chose, waits, and so does the login form
+    /// (whose credential is its form field, whatever else the request carries).
+    private func offersDrawnSecret(_ request: HTTPRequest) -> Bool {
+        if let header = request.header("authorization") {
+            guard header.hasPrefix("Bearer ") else { return false }
+            return tokens.authenticate(String(header.dropFirst("Bearer ".count))) != nil
+        }
+        guard let tokenDigest else { return false }
+        return hasAdminSession(request, tokenDigest: tokenDigest)
     }
 
     /// A bearer token, an admin session cookie, or the login form's token field.

@@ -59,6 +59,12 @@ public final class TokenStore: @unchecked Sendable {
     }
 
     static let fileName = ".tokens.json"
+    /// The admin session key's file, beside the token list.
+    static let sessionKeyName = ".session-key"
+    /// The key admin session cookies are made with (with the `--token-file` token's digest): drawn
+    /// once per data folder, so a cookie cannot be computed from a guess of the token, and logins
+    /// survive a restart.
+    public let sessionKey: String
     /// Prefix of every secret, so one found in a log or a chat is recognisable as this server's.
     static let secretPrefix = "ft_"
 
@@ -78,6 +84,7 @@ public final class TokenStore: @unchecked Sendable {
     /// Opens the store in `folder` (reading `.tokens.json` when it exists).
     public init(folder: URL) throws {
         url = folder.appendingPathComponent(Self.fileName)
+        sessionKey = try Self.sessionKey(at: folder.appendingPathComponent(Self.sessionKeyName))
         guard FileSystem.kind(at: url) != .missing else { return }
         let file: File
         do {
@@ -94,6 +101,19 @@ public final class TokenStore: @unchecked Sendable {
             byDigest[token.sha256] = token.id
             nextId = max(nextId, token.id + 1)
         }
+    }
+
+    /// The key in `file`, drawn and written there first when it is missing or not 64 hex digits.
+    private static func sessionKey(at file: URL) throws -> String {
+        if let text = try? String(contentsOf: file, encoding: .utf8), text.utf8.count == 64,
+            text.allSatisfy(\.isHexDigit)
+        {
+            return text
+        }
+        var generator = SystemRandomNumberGenerator()
+        let key = SHA256.hex((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        try FileSystem.replaceAtomically(Data(key.utf8), at: file)
+        return key
     }
 
     /// Every live token, oldest first, with the last use held in memory.

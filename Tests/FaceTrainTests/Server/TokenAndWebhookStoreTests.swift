@@ -45,6 +45,23 @@ import Testing
         #expect(throws: TokenStoreError.noSuchToken(id: 2)) { try reopened.revoke(2) }
     }
 
+    /// The admin session key is drawn once per data folder (64 hex digits), kept across reopenings,
+    /// differs between folders, and a damaged key file is replaced by a fresh key.
+    @Test func theSessionKeyIsDrawnOncePerFolder() throws {
+        let folder = try Self.folder()
+        let other = try Self.folder()
+        defer { for url in [folder, other] { try? FileManager.default.removeItem(at: url) } }
+        let key = try TokenStore(folder: folder).sessionKey
+        #expect(key.utf8.count == 64 && key.allSatisfy(\.isHexDigit))
+        #expect(try TokenStore(folder: folder).sessionKey == key)
+        #expect(try TokenStore(folder: other).sessionKey != key)
+        let file = folder.appendingPathComponent(TokenStore.sessionKeyName)
+        try Data("damaged".utf8).write(to: file)
+        let replaced = try TokenStore(folder: folder).sessionKey
+        #expect(replaced != key && replaced.utf8.count == 64)
+        #expect(try String(contentsOf: file, encoding: .utf8) == replaced)
+    }
+
     /// Without a flush, a use reaches the file by itself within the interval.
     @Test func lastUseIsWrittenInTheBackground() throws {
         let folder = try Self.folder()
