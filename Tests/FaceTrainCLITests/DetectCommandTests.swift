@@ -15,7 +15,7 @@ struct DetectCommandTests {
         precondition(synth.status == 0, synth.standardError)
         let train = try! CLIRunner.run([
             "detector", "train", "--data", scenes.path, "--out", detector.path, "--epochs", "2", "--input-size", "64",
-            "--batch-size", "4", "--hold-out", "0.2", "--measure-every", "1",
+            "--batch-size", "4", "--hold-out", "0.2", "--measure-every", "1", "--occlusion", "0.5", "--blur", "0.4",
         ])
         precondition(train.status == 0, train.standardError)
         return (folder, scenes, detector)
@@ -35,6 +35,9 @@ struct DetectCommandTests {
         #expect(detector.manifest.license.contains("non-commercial research"))
         #expect(detector.manifest.data.fingerprint == (try DetectionSet.load(Self.fixture.scenes)).fingerprint)
         #expect(detector.manifest.startedFrom == nil)
+        // The augmentation options reach the training and its recorded recipe.
+        #expect(detector.manifest.recipe.augmentation.occlusionShare == 0.5)
+        #expect(detector.manifest.recipe.augmentation.blurShare == 0.4)
         // A finetune from a detector that is not there names it, and writes nothing.
         let out = Self.fixture.folder.appendingPathComponent("finetune")
         let missing = Self.fixture.folder.appendingPathComponent("no-such-detector")

@@ -30,6 +30,9 @@ package struct DetectionAugmentation: Codable, Sendable, Equatable {
     /// hair and other heads hide parts of faces in photos, and a detector that saw only whole faces
     /// scores them low.
     package var occlusionShare: Double = 0
+    /// Faces lower than this (crop pixels) are never covered: a patch over a few pixels hides the
+    /// whole face rather than a part of it.
+    package static let occlusionMinimumHeight = 16.0
     package init() {}
 
     private enum CodingKeys: String, CodingKey {
@@ -124,7 +127,8 @@ extension DetectionAugmentation {
         // Drawn only when asked for, so recipes without occlusion draw the same random numbers as before.
         if occlusionShare > 0 {
             DetectionResampling.occlude(
-                output, size: size, faces: kept, share: occlusionShare, minimumHeight: 16, random: &random)
+                output, size: size, faces: kept, share: occlusionShare, minimumHeight: Self.occlusionMinimumHeight,
+                random: &random)
         }
         if sigma > 0 { DetectionResampling.gaussianBlur(output, planes: 3, size: size, sigma: sigma) }
         DetectionResampling.adjustColour(
