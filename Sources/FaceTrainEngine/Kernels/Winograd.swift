@@ -308,18 +308,19 @@ private func storeColumn(_ v: Six, _ l: Int, _ target: UnsafeMutablePointer<Floa
 
 // MARK: - Inputs
 
-/// `V[ξ, c, t] = (Bᵀ d B)[ξ]` for every channel and tile of one image [c, h, w], into its columns of
-/// a group of `n` images (`transformed` points at this image's first column).
+/// `V[ξ, c, t] = (Bᵀ d B)[ξ]` for every channel (or those of `channels`) and tile of one image
+/// [c, h, w], into its columns of a group of `n` images (`transformed` points at this image's first
+/// column). Channels are independent, so workers may each take a range of them.
 func winogradInputTransform(
     image: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, padded: UnsafeMutablePointer<Float>,
-    transformed: UnsafeMutablePointer<Float>
+    transformed: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil
 ) {
     let g = w.convolution
     let (columns, pw) = (w.columns, w.paddedWidth)
     let stride = w.inputStride(images: n)
     w.patchOffsets.withUnsafeBufferPointer { offsets in
         withUnsafeTemporaryAllocation(of: Six.self, capacity: 6) { rows in
-            for channel in 0..<g.channels {
+            for channel in channels ?? 0..<g.channels {
                 padPlane(image + channel * g.inputPixels, w, into: padded)
                 let plane = UnsafePointer(padded)
                 for group in 0..<columns / 4 {
@@ -411,11 +412,11 @@ func winogradInputGradient(
 
 // MARK: - Outputs
 
-/// `output[f, oh, ow] = (Aᵀ M A)` of every tile, plus the bias; the overhang of sizes that are not
-/// multiples of 4, and the phantom tiles, are dropped.
+/// `output[f, oh, ow] = (Aᵀ M A)` of every tile, plus the bias, for every output channel (or those of
+/// `channels`); the overhang of sizes that are not multiples of 4, and the phantom tiles, are dropped.
 func winogradOutputTransform(
     transformed m: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, outputChannels f: Int,
-    bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>
+    bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
     let columns = w.columns
@@ -423,7 +424,7 @@ func winogradOutputTransform(
     w.outputOffsets.withUnsafeBufferPointer { offsets in
         w.outputRows.withUnsafeBufferPointer { validRows in
             w.outputColumns.withUnsafeBufferPointer { validColumns in
-                for channel in 0..<f {
+                for channel in channels ?? 0..<f {
                     let plane = output + channel * oh * ow
                     let b = SIMD4<Float>(repeating: bias[channel])
                     for group in 0..<columns / 4 {
@@ -566,6 +567,48 @@ func winogradConvolutionForward(
             transformed: work.m + image * tiles, geometry: w, images: count, outputChannels: f, bias: bias,
             output: output + image * outputSize)
     }
+}
+
+/// `winogradConvolutionForward` of one image with its work shared by `parts` workers: the input
+/// channels, then the 36 positions, then the output channels, each split into ranges; `finish`
+/// runs on the worker that wrote a range of output channels, with that range (the block's
+/// normalisation and pooling of those channels). Every product and transform is the same call as
+/// in the unshared forward, so the output is the same bit for bit. Batch-1 inference (a photo
+/// being recognised, an embedding asked for) would otherwise leave all cores but one idle.
+/// `scratch` holds `winogradSharedScratchSize` floats.
+func winogradConvolutionForwardShared(
+    image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
+    transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
+    parts: Int, output: UnsafeMutablePointer<Float>, finish: (Range<Int>) -> Void
+) {
+    let c = w.convolution.channels
+    let work = WinogradWorkspace(w, outputChannels: f, images: 1, scratch: scratch)
+    let channelRanges = Parallel.ranges(c, parts: parts)
+    Parallel.forEach(channelRanges.count) { part in
+        winogradInputTransform(
+            image: image, geometry: w, images: 1, padded: work.plane + part * w.paddedPlaneSize,
+            transformed: work.v, channels: channelRanges[part])
+    }
+    let positionRanges = Parallel.ranges(winogradPositions, parts: parts)
+    Parallel.forEach(positionRanges.count) { part in
+        for xi in positionRanges[part] {
+            gemm(
+                transposeA: false, transposeB: false, m: f, n: w.columns, k: c, a: u + xi * work.uStride,
+                b: work.v + xi * work.vStride, c: work.m + xi * work.mStride)
+        }
+    }
+    let outputRanges = Parallel.ranges(f, parts: parts)
+    Parallel.forEach(outputRanges.count) { part in
+        winogradOutputTransform(
+            transformed: work.m, geometry: w, images: 1, outputChannels: f, bias: bias, output: output,
+            channels: outputRanges[part])
+        finish(outputRanges[part])
+    }
+}
+
+/// Scratch floats of `winogradConvolutionForwardShared`: one image's V and M, and a plane per part.
+func winogradSharedScratchSize(_ w: WinogradGeometry, outputChannels f: Int, parts: Int) -> Int {
+    winogradScratchSize(w, outputChannels: f, images: 1) + (parts - 1) * w.paddedPlaneSize
 }
 
 /// Backward of `count` consecutive images: adds to `transformedWeightGradient` (dU, in the

@@ -86,6 +86,14 @@ struct ConvolutionBlock: Sendable {
                 gamma: norm.weight.value.scalars, beta: norm.bias.value.scalars, mean: mean,
                 inverseStandardDeviation: inverseStandardDeviation)
         }
+        if !training && !depthwise && batch < Parallel.workerCount {
+            for image in 0..<batch {
+                forwardSharingImage(
+                    input + image * inputSize, geometry: g, winograd: winograd, transformedWeight: transformed,
+                    convolution: conv, output: output + image * pooledSize)
+            }
+            return
+        }
         let (inferenceScale, inferenceShift) = (scale, shift)
         conv.weight.value.scalars.withUnsafeBufferPointer { weight in
             conv.bias.value.scalars.withUnsafeBufferPointer { bias in
@@ -156,6 +164,58 @@ struct ConvolutionBlock: Sendable {
                     x + image * outputSize, pooling: pooling, channels: f, height: h, width: w, scale: trainingScale,
                     shift: trainingShift, output: output + image * pooledSize,
                     winners: winnerBase.map { $0 + image * winnerSize })
+            }
+        }
+    }
+
+    /// Inference of one image with every worker on it, for batches smaller than the workers (batch-1
+    /// latency: a recognised photo, an embedding asked for): Winograd's work split by channels and
+    /// positions, im2col's product by output channels, each worker normalising and pooling the
+    /// channels it wrote. The same calls on the same values as `forward`'s per-image path, so the
+    /// same output bit for bit. Depthwise convolutions (one global one in the shipped networks, a
+    /// small share of their work) stay on one worker.
+    private mutating func forwardSharingImage(
+        _ image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, winograd: WinogradGeometry?,
+        transformedWeight: UnsafePointer<Float>?, convolution conv: Conv2D, output: UnsafeMutablePointer<Float>
+    ) {
+        let (f, pixels, parts) = (conv.outputChannels, g.outputPixels, Parallel.workerCount)
+        let (h, w, pooling) = (g.outputHeight, g.outputWidth, pooling)
+        let pooledPerChannel = Self.outputShape(convolutionOutput: [1, 1, h, w], pooling: pooling).reduce(1, *)
+        let (scale, shift) = (scale, shift)
+        let x = convolutionOutput.mutablePointer()
+        let finish = { (channels: Range<Int>) in
+            Self.activate(
+                x + channels.lowerBound * pixels, pooling: pooling, channels: channels.count, height: h, width: w,
+                scale: Array(scale[channels]), shift: Array(shift[channels]),
+                output: output + channels.lowerBound * pooledPerChannel, winners: nil)
+        }
+        conv.bias.value.scalars.withUnsafeBufferPointer { bias in
+            if let winograd, let transformedWeight {
+                scratch.resize(winogradSharedScratchSize(winograd, outputChannels: f, parts: parts))
+                winogradConvolutionForwardShared(
+                    image: image, geometry: winograd, outputChannels: f, transformedWeight: transformedWeight,
+                    bias: bias.baseAddress!, scratch: scratch.mutablePointer(), parts: parts, output: x, finish: finish)
+                return
+            }
+            var source = image
+            if !g.isPointwise {
+                scratch.resize(g.patchSize * pixels)
+                im2col(image, g, scratch.mutablePointer())
+                source = scratch.pointer
+            }
+            conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+                let ranges = Parallel.ranges(f, parts: parts)
+                Parallel.forEach(ranges.count) { part in
+                    let channels = ranges[part]
+                    let y = x + channels.lowerBound * pixels
+                    for channel in channels {
+                        (x + channel * pixels).update(repeating: bias[channel], count: pixels)
+                    }
+                    gemm(
+                        transposeA: false, transposeB: false, m: channels.count, n: pixels, k: g.patchSize,
+                        a: weight.baseAddress! + channels.lowerBound * g.patchSize, b: source, beta: 1, c: y)
+                    finish(channels)
+                }
             }
         }
     }

@@ -170,6 +170,46 @@ import Testing
         #expect(GradientCheck.relativeError(inferred.scalars, y.scalars.map(Double.init)) < 1e-5)
     }
 
+    /// A batch smaller than the workers runs each image with all workers on it (Winograd split by
+    /// channels and positions, im2col's and a pointwise product by output channels): every image
+    /// alone gives what it gives among others, where one worker runs it whole, and both match the
+    /// layers one by one. Needs two workers (every machine facetrain is tested on has two cores).
+    @Test func oneImageSharedByTheWorkersEqualsItsPlaceInABatch() throws {
+        try #require(Parallel.workerCount > 1, "one worker: the shared path cannot run (FACETRAIN_THREADS=1?)")
+        let layers: [LayerSpecification] = [
+            .conv2D(inputChannels: 3, outputChannels: 9, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 9, epsilon: 1e-5, momentum: 0.1), .relu,
+            .conv2D(inputChannels: 9, outputChannels: 13, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 13, epsilon: 1e-5, momentum: 0.1), .relu, .maxPool2D(size: 2, stride: 2),
+            .conv2D(inputChannels: 13, outputChannels: 10, kernelSize: 1, stride: 1, padding: 0),
+            .batchNorm2D(channels: 10, epsilon: 1e-5, momentum: 0.1), .relu,
+            .conv2D(inputChannels: 10, outputChannels: 11, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 11, epsilon: 1e-5, momentum: 0.1), .relu, .globalAveragePool,
+            .linear(inputFeatures: 11, outputFeatures: 3),
+        ]
+        let definition = ModelDefinition(
+            input: InputSpecification(width: 36, height: 36, channels: 3), layers: layers, classLabels: ["a", "b", "c"])
+        let count = Parallel.workerCount
+        let images = TestData.normal([count, 3, 36, 36], seed: 61)
+        var network = try Network(definition: definition, seed: 9)
+        // A training step first, so that the running statistics are not the identity.
+        var trainer = Trainer(network: network, optimizer: SGD(), learningRate: 0.1)
+        try trainer.trainStep(images: images, labels: (0..<count).map { $0 % 3 })
+        network = trainer.network
+        let together = network.forward(images, mode: .inference)
+        var plain = network.layers
+        var y = images
+        for index in plain.indices { y = plain[index].forward(y, mode: .inference) }
+        #expect(GradientCheck.relativeError(together.scalars, y.scalars.map(Double.init)) < 1e-5)
+        let size = 3 * 36 * 36
+        for image in 0..<count {
+            let alone = network.forward(
+                Tensor(shape: [1, 3, 36, 36], scalars: Array(images.scalars[image * size..<(image + 1) * size])),
+                mode: .inference)
+            #expect(alone.scalars == Array(together.scalars[image * 3..<(image + 1) * 3]), "image \(image)")
+        }
+    }
+
     /// The blocks keep the transformed weights between forward passes only while the weights are
     /// the same: after an update (by hand, or a training step) inference equals a fresh network's.
     @Test func transformedWeightsFollowEveryUpdate() throws {
