@@ -34,11 +34,16 @@ let package = Package(
         // The builtin face detector, compiled in the same way (`make detector` retrains it).
         .target(name: "CDetectorModel", cSettings: [.headerSearchPath("../../detector/builtin")]),
 
+        // The engine's kernels for instruction sets the Swift build cannot target (AVX-512), chosen at
+        // run time (Sources/FaceTrainEngine/Kernels/VectorKernels.swift).
+        .target(name: "CVectorKernels"),
+
         // MARK: - Libraries, each depending only on those above it (the compiler enforces the order)
 
         // The engine: tensors, kernels (the only BLAS/LAPACK callers), layers, model definitions,
         // the network. No knowledge of files, bundles, exports or HTTP.
-        .target(name: "FaceTrainEngine", dependencies: ["CBLAS", "CLAPACKE"], swiftSettings: optimisation),
+        .target(
+            name: "FaceTrainEngine", dependencies: ["CBLAS", "CLAPACKE", "CVectorKernels"], swiftSettings: optimisation),
 
         // The application: images, data folders, training, evaluation, pretraining, bundles, exports.
         .target(

@@ -1,3 +1,5 @@
+import CVectorKernels
+
 /// 3×3 stride-1 convolution as Winograd's minimal filtering F(4×4, 3×3) (Lavin and Gray, "Fast
 /// Algorithms for Convolutional Neural Networks", 2016; interpolation points 0, ±1, ±2, ∞), forward
 /// and backward.
@@ -313,11 +315,20 @@ private func storeColumn(_ v: Six, _ l: Int, _ target: UnsafeMutablePointer<Floa
 /// column). Channels are independent, so workers may each take a range of them.
 func winogradInputTransform(
     image: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, padded: UnsafeMutablePointer<Float>,
-    transformed: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil
+    transformed: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil, vector: Bool = VectorKernels.avx512
 ) {
     let g = w.convolution
     let (columns, pw) = (w.columns, w.paddedWidth)
     let stride = w.inputStride(images: n)
+    if vector {
+        let range = channels ?? 0..<g.channels
+        w.patchOffsets.withUnsafeBufferPointer { offsets in
+            facetrain_winograd_input_avx512(
+                image, g.height, g.width, g.padding, w.paddedHeight, pw, offsets.baseAddress!, columns,
+                range.lowerBound, range.upperBound, padded, transformed, n * columns, stride)
+        }
+        return
+    }
     w.patchOffsets.withUnsafeBufferPointer { offsets in
         withUnsafeTemporaryAllocation(of: Six.self, capacity: 6) { rows in
             for channel in channels ?? 0..<g.channels {
@@ -412,15 +423,33 @@ func winogradInputGradient(
 
 // MARK: - Outputs
 
+/// A block's normalisation, ReLU and optional 2×2 max-pool, folded into the output transform at
+/// inference (AVX-512 kernels only): `y = max(0, x·scale + shift)`, pooled into [f, oh/2, ow/2].
+struct WinogradActivation {
+    let scale: UnsafePointer<Float>
+    let shift: UnsafePointer<Float>
+    let pool: Bool
+}
+
 /// `output[f, oh, ow] = (Aᵀ M A)` of every tile, plus the bias, for every output channel (or those of
 /// `channels`); the overhang of sizes that are not multiples of 4, and the phantom tiles, are dropped.
+/// With `activation` (which needs `vector`), the activated (and pooled) values instead.
 func winogradOutputTransform(
     transformed m: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, outputChannels f: Int,
-    bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil
+    bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil,
+    activation: WinogradActivation? = nil, vector: Bool = VectorKernels.avx512
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
     let columns = w.columns
     let stride = w.outputStride(outputChannels: f, images: n)
+    if vector {
+        let range = channels ?? 0..<f
+        facetrain_winograd_output_avx512(
+            m, n * columns, stride, w.tiles, w.tileColumns, oh, ow, bias, activation?.scale, activation?.shift,
+            activation?.pool == true ? 1 : 0, range.lowerBound, range.upperBound, output)
+        return
+    }
+    precondition(activation == nil, "the activation is folded into the AVX-512 output transform only")
     w.outputOffsets.withUnsafeBufferPointer { offsets in
         w.outputRows.withUnsafeBufferPointer { validRows in
             w.outputColumns.withUnsafeBufferPointer { validColumns in
@@ -546,10 +575,11 @@ private struct WinogradWorkspace {
 func winogradConvolutionForward(
     images: UnsafePointer<Float>, count: Int, geometry w: WinogradGeometry, outputChannels f: Int,
     transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
-    output: UnsafeMutablePointer<Float>
+    activation: WinogradActivation? = nil, output: UnsafeMutablePointer<Float>
 ) {
     let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
-    let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * w.convolution.outputPixels)
+    let pooled = activation?.pool == true ? 4 : 1
+    let (inputSize, outputSize) = (c * w.convolution.inputPixels, f * w.convolution.outputPixels / pooled)
     let work = WinogradWorkspace(w, outputChannels: f, images: count, scratch: scratch)
     for image in 0..<count {
         winogradInputTransform(
@@ -565,7 +595,7 @@ func winogradConvolutionForward(
     for image in 0..<count {
         winogradOutputTransform(
             transformed: work.m + image * tiles, geometry: w, images: count, outputChannels: f, bias: bias,
-            output: output + image * outputSize)
+            output: output + image * outputSize, activation: activation)
     }
 }
 
@@ -579,7 +609,8 @@ func winogradConvolutionForward(
 func winogradConvolutionForwardShared(
     image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
     transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
-    parts: Int, output: UnsafeMutablePointer<Float>, finish: (Range<Int>) -> Void
+    parts: Int, activation: WinogradActivation? = nil, output: UnsafeMutablePointer<Float>,
+    finish: (Range<Int>) -> Void
 ) {
     let c = w.convolution.channels
     let work = WinogradWorkspace(w, outputChannels: f, images: 1, scratch: scratch)
@@ -601,7 +632,7 @@ func winogradConvolutionForwardShared(
     Parallel.forEach(outputRanges.count) { part in
         winogradOutputTransform(
             transformed: work.m, geometry: w, images: 1, outputChannels: f, bias: bias, output: output,
-            channels: outputRanges[part])
+            channels: outputRanges[part], activation: activation)
         finish(outputRanges[part])
     }
 }

@@ -95,6 +95,19 @@ struct ConvolutionBlock: Sendable {
             return
         }
         let (inferenceScale, inferenceShift) = (scale, shift)
+        let folded = !training && winograd != nil && Self.foldsActivation(pooling, height: h, width: w)
+        // Scale then shift, kept at one address while the workers read them.
+        let affine = UnsafeMutableBufferPointer<Float>.allocate(capacity: f + f)
+        defer { affine.deallocate() }
+        if folded {
+            _ = affine.initialize(from: inferenceScale + inferenceShift)
+        }
+        let activation =
+            folded
+            ? WinogradActivation(
+                scale: UnsafePointer(affine.baseAddress!),
+                shift: UnsafePointer(affine.baseAddress! + f),
+                pool: pooling == .max2x2) : nil
         conv.weight.value.scalars.withUnsafeBufferPointer { weight in
             conv.bias.value.scalars.withUnsafeBufferPointer { bias in
                 Parallel.forEach(chunks.count) { chunk in
@@ -105,7 +118,9 @@ struct ConvolutionBlock: Sendable {
                             winogradConvolutionForward(
                                 images: input + first * inputSize, count: images.count, geometry: winograd,
                                 outputChannels: f, transformedWeight: transformed, bias: bias.baseAddress!,
-                                scratch: columns + chunk * scratchSize, output: x + first * outputSize)
+                                scratch: columns + chunk * scratchSize, activation: activation,
+                                output: activation == nil ? x + first * outputSize : output + first * pooledSize)
+                            if activation != nil { continue }
                         }
                         for image in images {
                             let y = x + image * outputSize
@@ -183,7 +198,9 @@ struct ConvolutionBlock: Sendable {
         let pooledPerChannel = Self.outputShape(convolutionOutput: [1, 1, h, w], pooling: pooling).reduce(1, *)
         let (scale, shift) = (scale, shift)
         let x = convolutionOutput.mutablePointer()
+        let folded = winograd != nil && Self.foldsActivation(pooling, height: h, width: w)
         let finish = { (channels: Range<Int>) in
+            guard !folded else { return }
             Self.activate(
                 x + channels.lowerBound * pixels, pooling: pooling, channels: channels.count, height: h, width: w,
                 scale: Array(scale[channels]), shift: Array(shift[channels]),
@@ -192,9 +209,17 @@ struct ConvolutionBlock: Sendable {
         conv.bias.value.scalars.withUnsafeBufferPointer { bias in
             if let winograd, let transformedWeight {
                 scratch.resize(winogradSharedScratchSize(winograd, outputChannels: f, parts: parts))
-                winogradConvolutionForwardShared(
-                    image: image, geometry: winograd, outputChannels: f, transformedWeight: transformedWeight,
-                    bias: bias.baseAddress!, scratch: scratch.mutablePointer(), parts: parts, output: x, finish: finish)
+                let work = scratch.mutablePointer()
+                (scale + shift).withUnsafeBufferPointer { affine in
+                    let activation =
+                        folded
+                        ? WinogradActivation(
+                            scale: affine.baseAddress!, shift: affine.baseAddress! + f, pool: pooling == .max2x2) : nil
+                    winogradConvolutionForwardShared(
+                        image: image, geometry: winograd, outputChannels: f, transformedWeight: transformedWeight,
+                        bias: bias.baseAddress!, scratch: work, parts: parts, activation: activation,
+                        output: folded ? output : x, finish: finish)
+                }
                 return
             }
             var source = image
@@ -218,6 +243,13 @@ struct ConvolutionBlock: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether inference folds normalisation, ReLU and pooling into Winograd's output transform:
+    /// with the AVX-512 kernels, for no pooling or a 2×2 max-pool of even planes (its windows then
+    /// lie inside the 4×4 tiles). The same operations in the same order as `activate`, so the same bits.
+    private static func foldsActivation(_ pooling: Pooling, height: Int, width: Int) -> Bool {
+        VectorKernels.avx512 && (pooling == .none || (pooling == .max2x2 && height % 2 == 0 && width % 2 == 0))
     }
 
     /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise).

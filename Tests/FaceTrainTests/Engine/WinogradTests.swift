@@ -1,3 +1,4 @@
+import CVectorKernels
 import Testing
 
 @testable import FaceTrain
@@ -168,6 +169,79 @@ import Testing
         var y = images
         for index in plain.indices { y = plain[index].forward(y, mode: .inference) }
         #expect(GradientCheck.relativeError(inferred.scalars, y.scalars.map(Double.init)) < 1e-5)
+    }
+
+    /// The AVX-512 transforms (CVectorKernels) give the portable Swift ones' bits: V and the
+    /// output for every channel and a range of them, and the output with the block's normalisation,
+    /// ReLU and 2×2 max-pool folded in against the Swift output transform followed by the Swift
+    /// activation kernels. Buffers start as NaN, so a value either path leaves unwritten shows.
+    /// Without AVX-512 on this CPU the engine must not choose them, which is all there is to check.
+    @Test(arguments: cases)
+    func vectorTransformsGiveThePortableBits(_ testCase: Case) throws {
+        guard facetrain_vector_level() >= 2 else {
+            #expect(!VectorKernels.avx512)
+            return
+        }
+        let g = testCase.geometry
+        let f = testCase.outputChannels
+        let winograd = try #require(WinogradGeometry(g))
+        let images = 2
+        let x = Floats(TestData.normal([g.channels * g.inputPixels], seed: 21).scalars)
+        let plane = Floats(count: winograd.paddedPlaneSize, repeating: 0)
+        func bits(_ values: Floats) -> [UInt32] { values.array.map(\.bitPattern) }
+        for channels in [0..<g.channels, 1..<g.channels - 1] {
+            var transforms: [[UInt32]] = []
+            for vector in [false, true] {
+                let v = Floats(count: winograd.inputTransformSize(images: images), repeating: .nan)
+                // This image as the second of a group, to check the strides.
+                winogradInputTransform(
+                    image: x.pointer, geometry: winograd, images: images, padded: plane.pointer,
+                    transformed: v.pointer + winograd.columns, channels: channels, vector: vector)
+                transforms.append(bits(v))
+            }
+            #expect(transforms[0] == transforms[1], "V, channels \(channels)")
+        }
+
+        let m = Floats(
+            TestData.normal([winograd.outputTransformSize(outputChannels: f, images: images)], seed: 22).scalars)
+        let bias = Floats(TestData.normal([f], seed: 23).scalars)
+        let scale = Floats(TestData.normal([f], seed: 24).scalars)
+        let shift = Floats(TestData.normal([f], seed: 25).scalars)
+        let (h, w) = (g.outputHeight, g.outputWidth)
+        for channels in [0..<f, f / 2..<f] {
+            var outputs: [[UInt32]] = []
+            for vector in [false, true] {
+                let y = Floats(count: f * h * w, repeating: .nan)
+                winogradOutputTransform(
+                    transformed: m.pointer + winograd.columns, geometry: winograd, images: images, outputChannels: f,
+                    bias: bias.pointer, output: y.pointer, channels: channels, vector: vector)
+                outputs.append(bits(y))
+            }
+            #expect(outputs[0] == outputs[1], "output, channels \(channels)")
+        }
+        for pool in h % 2 == 0 && w % 2 == 0 ? [false, true] : [false] {
+            let convolution = Floats(count: f * h * w, repeating: .nan)
+            winogradOutputTransform(
+                transformed: m.pointer, geometry: winograd, images: images, outputChannels: f, bias: bias.pointer,
+                output: convolution.pointer, vector: false)
+            let size = pool ? f * (h / 2) * (w / 2) : f * h * w
+            let expected = Floats(count: size, repeating: .nan)
+            if pool {
+                normalizeReLUMaxPool2x2(
+                    convolution.pointer, channels: f, height: h, width: w, scale: scale.pointer, shift: shift.pointer,
+                    output: expected.pointer, argmax: nil)
+            } else {
+                normalizeReLU(
+                    convolution.pointer, channels: f, pixels: h * w, scale: scale.pointer, shift: shift.pointer,
+                    output: expected.pointer)
+            }
+            let folded = Floats(count: size, repeating: .nan)
+            winogradOutputTransform(
+                transformed: m.pointer, geometry: winograd, images: images, outputChannels: f, bias: bias.pointer,
+                output: folded.pointer,
+                activation: WinogradActivation(scale: scale.pointer, shift: shift.pointer, pool: pool), vector: true)
+            #expect(bits(folded) == bits(expected), "activation folded in, pool \(pool)")
+        }
     }
 
     /// A batch smaller than the workers runs each image with all workers on it (Winograd split by

@@ -1,0 +1,211 @@
+/* Winograd F(4x4, 3x3)'s input and output transforms with AVX-512: 16 tiles a vector where the
+   Swift kernels (Winograd.swift) take 4. Not the products between them (OpenBLAS) nor the filter
+   transform (once per weights). The arithmetic is Winograd.swift's, operation for operation and
+   in the same order, with no fused multiply-adds: the two give the same bits, which the tests check. */
+
+#include "vector_kernels.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma STDC FP_CONTRACT OFF
+
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq")))
+
+int facetrain_vector_level(void) {
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                     __builtin_cpu_supports("avx512dq");
+        level = avx512 ? 2 : 0;
+    }
+    return level;
+}
+
+/* B^T x for the 6 values of a patch row or column (Winograd.swift's inputCombination). */
+AVX512 static inline void input_combination(const __m512 x[6], __m512 y[6]) {
+    const __m512 four = _mm512_set1_ps(4), five = _mm512_set1_ps(5), two = _mm512_set1_ps(2);
+    __m512 a = _mm512_sub_ps(x[4], _mm512_mul_ps(four, x[2]));
+    __m512 b = _mm512_sub_ps(x[3], _mm512_mul_ps(four, x[1]));
+    __m512 c = _mm512_sub_ps(x[4], x[2]);
+    __m512 d = _mm512_mul_ps(two, _mm512_sub_ps(x[3], x[1]));
+    y[0] = _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(four, x[0]), _mm512_mul_ps(five, x[2])), x[4]);
+    y[1] = _mm512_add_ps(a, b);
+    y[2] = _mm512_sub_ps(a, b);
+    y[3] = _mm512_add_ps(c, d);
+    y[4] = _mm512_sub_ps(c, d);
+    y[5] = _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(four, x[1]), _mm512_mul_ps(five, x[3])), x[5]);
+}
+
+/* A^T x: 4 outputs from 6 values (Winograd.swift's outputCombination). */
+AVX512 static inline void output_combination(const __m512 x[6], __m512 y[4]) {
+    const __m512 two = _mm512_set1_ps(2), four = _mm512_set1_ps(4), eight = _mm512_set1_ps(8);
+    __m512 p12 = _mm512_add_ps(x[1], x[2]), m12 = _mm512_sub_ps(x[1], x[2]);
+    __m512 p34 = _mm512_add_ps(x[3], x[4]), m34 = _mm512_sub_ps(x[3], x[4]);
+    y[0] = _mm512_add_ps(_mm512_add_ps(x[0], p12), p34);
+    y[1] = _mm512_add_ps(m12, _mm512_mul_ps(two, m34));
+    y[2] = _mm512_add_ps(p12, _mm512_mul_ps(four, p34));
+    y[3] = _mm512_add_ps(_mm512_add_ps(m12, _mm512_mul_ps(eight, m34)), x[5]);
+}
+
+static inline __mmask16 lanes_below(long count) {
+    return count >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << count) - 1);
+}
+
+/* Rows become columns: lane j of result i is lane i of r[j] (16 x 16). */
+AVX512 static inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    /* u[4i + j]: 128-bit block k holds column 4k + j of rows 4i ..< 4i + 4. */
+    __m512 v[16];
+    for (int half = 0; half < 2; half++) {
+        for (int j = 0; j < 4; j++) {
+            v[8 * half + j] = _mm512_shuffle_f32x4(u[8 * half + j], u[8 * half + 4 + j], 0x88);
+            v[8 * half + 4 + j] = _mm512_shuffle_f32x4(u[8 * half + j], u[8 * half + 4 + j], 0xDD);
+        }
+    }
+    /* v[8h + j]: columns j and j + 8 of rows 8h ..< 8h + 8; v[8h + 4 + j]: columns j + 4, j + 12. */
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xDD);
+    }
+}
+
+void facetrain_winograd_input_avx512(
+    const float *image, long height, long width, long padding, long padded_height, long padded_width,
+    const long *patch_offsets, long columns, long channel_begin, long channel_end, float *padded,
+    float *transformed, long channel_stride, long position_stride) AVX512;
+
+void facetrain_winograd_input_avx512(
+    const float *image, long height, long width, long padding, long padded_height, long padded_width,
+    const long *patch_offsets, long columns, long channel_begin, long channel_end, float *padded,
+    float *transformed, long channel_stride, long position_stride) {
+    long rows = height < padded_height - padding ? height : padded_height - padding;
+    long copied = width < padded_width - padding ? width : padded_width - padding;
+    for (long channel = channel_begin; channel < channel_end; channel++) {
+        memset(padded, 0, sizeof(float) * (size_t)(padded_height * padded_width));
+        const float *source = image + channel * height * width;
+        for (long y = 0; y < rows; y++) {
+            memcpy(padded + (y + padding) * padded_width + padding, source + y * width, sizeof(float) * (size_t)copied);
+        }
+        for (long first = 0; first < columns; first += 16) {
+            __mmask16 mask = lanes_below(columns - first);
+            /* d B, one patch row at a time: each tile's 6 values loaded as a vector (the lanes past
+               them masked, so nothing beyond the plane is read), turned into 16 tiles a vector. */
+            __m512 combined[6][6];
+            for (int i = 0; i < 6; i++) {
+                __m512 row[16];
+                for (long lane = 0; lane < 16; lane++) {
+                    long tile = first + lane < columns ? first + lane : first;
+                    row[lane] = _mm512_maskz_loadu_ps(0x3F, padded + patch_offsets[tile] + i * padded_width);
+                }
+                transpose16(row);
+                input_combination(row, combined[i]);
+            }
+            /* ... then B^T (d B), one column l at a time; position 6k + l. */
+            float *target = transformed + channel * channel_stride + first;
+            for (int l = 0; l < 6; l++) {
+                __m512 column[6] = {combined[0][l], combined[1][l], combined[2][l], combined[3][l], combined[4][l], combined[5][l]};
+                __m512 value[6];
+                input_combination(column, value);
+                for (int k = 0; k < 6; k++) _mm512_mask_storeu_ps(target + (6 * k + l) * position_stride, mask, value[k]);
+            }
+        }
+    }
+}
+
+void facetrain_winograd_output_avx512(
+    const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
+    long output_height, long output_width, const float *bias, const float *scale, const float *shift, int pool,
+    long channel_begin, long channel_end, float *output) AVX512;
+
+void facetrain_winograd_output_avx512(
+    const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
+    long output_height, long output_width, const float *bias, const float *scale, const float *shift, int pool,
+    long channel_begin, long channel_end, float *output) {
+    const long plane = pool ? (output_height / 2) * (output_width / 2) : output_height * output_width;
+    const long pooled_width = output_width / 2;
+    for (long channel = channel_begin; channel < channel_end; channel++) {
+        const __m512 b = _mm512_set1_ps(bias[channel]);
+        const __m512 s = _mm512_set1_ps(scale ? scale[channel] : 1), t = _mm512_set1_ps(shift ? shift[channel] : 0);
+        float *target = output + channel * plane;
+        for (long first = 0; first < tiles; first += 16) {
+            __mmask16 mask = lanes_below(tiles - first);
+            const float *from = m + channel * channel_stride + first;
+            /* A^T M one column l at a time (4 rows from 6) ... */
+            __m512 column[6][4];
+            for (int l = 0; l < 6; l++) {
+                __m512 x[6];
+                for (int k = 0; k < 6; k++) x[k] = _mm512_maskz_loadu_ps(mask, from + (6 * k + l) * position_stride);
+                output_combination(x, column[l]);
+            }
+            /* ... then (A^T M) A across the columns: pixel 4r + j of each tile's 4 x 4. */
+            __m512 pixel[16];
+            for (int r = 0; r < 4; r++) {
+                __m512 x[6] = {column[0][r], column[1][r], column[2][r], column[3][r], column[4][r], column[5][r]};
+                __m512 o[4];
+                output_combination(x, o);
+                for (int j = 0; j < 4; j++) {
+                    __m512 value = _mm512_add_ps(o[j], b);
+                    if (scale) value = _mm512_add_ps(_mm512_mul_ps(value, s), t);
+                    pixel[4 * r + j] = value;
+                }
+            }
+            if (pool) {
+                /* The 2x2 windows of a tile lie inside it (output sizes are even). Max of the
+                   affine values, then the ReLU: normalizeReLUMaxPool2x2's order. */
+                __m512 window[4];
+                for (int q = 0; q < 4; q++) {
+                    int r = 2 * (q / 2), j = 2 * (q % 2);
+                    __m512 upper = _mm512_max_ps(pixel[4 * r + j + 1], pixel[4 * r + j]);
+                    __m512 lower = _mm512_max_ps(pixel[4 * r + 4 + j + 1], pixel[4 * r + 4 + j]);
+                    window[q] = _mm512_max_ps(_mm512_max_ps(lower, upper), _mm512_setzero_ps());
+                }
+                float lanes[4][16];
+                for (int q = 0; q < 4; q++) _mm512_storeu_ps(lanes[q], window[q]);
+                for (long lane = 0; lane < 16 && first + lane < tiles; lane++) {
+                    long tile = first + lane, row = tile / tile_columns, col = tile % tile_columns;
+                    long valid_rows = output_height - 4 * row < 4 ? (output_height - 4 * row) / 2 : 2;
+                    long valid_columns = output_width - 4 * col < 4 ? (output_width - 4 * col) / 2 : 2;
+                    float *p = target + 2 * row * pooled_width + 2 * col;
+                    for (long y = 0; y < valid_rows; y++) {
+                        for (long x = 0; x < valid_columns; x++) p[y * pooled_width + x] = lanes[2 * y + x][lane];
+                    }
+                }
+                continue;
+            }
+            if (scale) {
+                /* normalizeReLU's max(0, y), which is y >= 0 ? y : 0 (keeps -0, maps NaN to 0). */
+                for (int p = 0; p < 16; p++) {
+                    pixel[p] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(pixel[p], _mm512_setzero_ps(), _CMP_GE_OQ), pixel[p]);
+                }
+            }
+            transpose16(pixel);
+            for (long lane = 0; lane < 16 && first + lane < tiles; lane++) {
+                long tile = first + lane, row = tile / tile_columns, col = tile % tile_columns;
+                long valid_rows = output_height - 4 * row < 4 ? output_height - 4 * row : 4;
+                long valid_columns = output_width - 4 * col < 4 ? output_width - 4 * col : 4;
+                float *p = target + 4 * row * output_width + 4 * col;
+                __mmask8 columns_mask = (__mmask8)((1u << valid_columns) - 1);
+                __m512 value = pixel[lane];
+                if (valid_rows > 0) _mm_mask_storeu_ps(p, columns_mask, _mm512_extractf32x4_ps(value, 0));
+                if (valid_rows > 1) _mm_mask_storeu_ps(p + output_width, columns_mask, _mm512_extractf32x4_ps(value, 1));
+                if (valid_rows > 2) _mm_mask_storeu_ps(p + 2 * output_width, columns_mask, _mm512_extractf32x4_ps(value, 2));
+                if (valid_rows > 3) _mm_mask_storeu_ps(p + 3 * output_width, columns_mask, _mm512_extractf32x4_ps(value, 3));
+            }
+        }
+    }
+}
