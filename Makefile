@@ -37,7 +37,7 @@ DETECTOR_OCCLUSION_ARGS := --epochs 60 --input-size 320 --batch-size 32 --learni
                  --landmark-weight 0.5 --measure-every 10 --seed 1 --occlusion 0.3 --blur 0.3 \
                  --name facetrain-detector --version 4
 
-.PHONY: all deps pydeps openapi build release demo serve admin-screenshot test fuzz fuzz-smoke detector quality-face-check bench bench-detect bench-enrollment bench-serve quality base lint format clean
+.PHONY: all deps pydeps openapi build release demo serve admin-screenshot test fuzz fuzz-smoke detector quality-face-check bench bench-detect bench-enrollment bench-inference bench-serve quality base lint format clean
 
 all: build
 
@@ -134,6 +134,10 @@ detector: release
 # Wall time of fit from the base for 100 users (cold and warm embedding cache) and from scratch.
 bench-enrollment: release
 	bash Tests/Scripts/bench_enrollment.sh
+
+# Inference against onnxruntime on the same network, side by side (issue #34).
+bench-inference: release
+	bash Tests/Scripts/bench_inference.sh
 
 # GET /v1/model requests/s and p99 of a throwaway server on 127.0.0.1, idle and during a training (bounded).
 bench-serve: release

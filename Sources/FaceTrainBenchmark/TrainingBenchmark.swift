@@ -45,8 +45,11 @@ public enum TrainingBenchmark {
         public var inferenceGFLOPS: Double
         public var latencyBatch1Milliseconds: Double
         public var latencyBatch1P90Milliseconds: Double
+        public var latencyBatch1P99Milliseconds: Double
         public var peakRSSMegabytes: Double
         public var blasKernel: String
+        /// The engine's own vector kernels: "avx512" or "portable" (VectorKernels).
+        public var vectorKernels: String
         public var blasThreads: Int
         public var engineThreads: Int
         public var batchSize: Int
@@ -68,8 +71,10 @@ public enum TrainingBenchmark {
             case inferenceGFLOPS = "inference_gflops"
             case latencyBatch1Milliseconds = "latency_batch1_ms"
             case latencyBatch1P90Milliseconds = "latency_batch1_p90_ms"
+            case latencyBatch1P99Milliseconds = "latency_batch1_p99_ms"
             case peakRSSMegabytes = "peak_rss_mb"
             case blasKernel = "blas_kernel"
+            case vectorKernels = "vector_kernels"
             case blasThreads = "blas_threads"
             case engineThreads = "engine_threads"
             case batchSize = "batch_size"
@@ -91,9 +96,9 @@ public enum TrainingBenchmark {
                 inference  batch \(inferenceBatchSize): \(f(inferenceImagesPerSecond)) img/s, \
                 \(f(inferenceGFLOPS)) GFLOP/s
                 latency    batch 1: median \(f(latencyBatch1Milliseconds, 3)) ms, \
-                p90 \(f(latencyBatch1P90Milliseconds, 3)) ms
+                p90 \(f(latencyBatch1P90Milliseconds, 3)) ms, p99 \(f(latencyBatch1P99Milliseconds, 3)) ms
                 memory     peak RSS \(f(peakRSSMegabytes)) MB
-                machine    BLAS \(blasKernel) kernel, \(blasThreads) BLAS thread(s), \(engineThreads) engine workers; \
+                machine    BLAS \(blasKernel) kernel, \(vectorKernels) engine kernels, \(blasThreads) BLAS thread(s), \(engineThreads) engine workers; \
                 other processes used \(f(otherCores, 2)) cores
                 """
         }
@@ -167,7 +172,9 @@ public enum TrainingBenchmark {
             inferenceGFLOPS: inferenceImagesPerSecond * flops.forwardPerImage / 1e9,
             latencyBatch1Milliseconds: median(latencies) * 1e3,
             latencyBatch1P90Milliseconds: latencies[min(latencies.count - 1, latencies.count * 9 / 10)] * 1e3,
+            latencyBatch1P99Milliseconds: latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1e3,
             peakRSSMegabytes: peakResidentMegabytes(), blasKernel: BLASRuntime.kernel,
+            vectorKernels: VectorKernels.name,
             blasThreads: BLASRuntime.threadCount, engineThreads: Parallel.workerCount,
             batchSize: configuration.batchSize,
             inferenceBatchSize: configuration.inferenceBatchSize, trainMFLOPPerImage: flops.trainingPerImage / 1e6,

@@ -600,7 +600,7 @@ func winogradConvolutionForward(
 }
 
 /// `winogradConvolutionForward` of one image with its work shared by `parts` workers: the input
-/// channels, then the 36 positions, then the output channels, each split into ranges; `finish`
+/// channels, then the output channels (products and output transform), each split into ranges; `finish`
 /// runs on the worker that wrote a range of output channels, with that range (the block's
 /// normalisation and pooling of those channels). Every product and transform is the same call as
 /// in the unshared forward, so the output is the same bit for bit. Batch-1 inference (a photo
@@ -620,16 +620,16 @@ func winogradConvolutionForwardShared(
             image: image, geometry: w, images: 1, padded: work.plane + part * w.paddedPlaneSize,
             transformed: work.v, channels: channelRanges[part])
     }
-    let positionRanges = Parallel.ranges(winogradPositions, parts: parts)
-    Parallel.forEach(positionRanges.count) { part in
-        for xi in positionRanges[part] {
-            gemm(
-                transposeA: false, transposeB: false, m: f, n: w.columns, k: c, a: u + xi * work.uStride,
-                b: work.v + xi * work.vStride, c: work.m + xi * work.mStride)
-        }
-    }
+    // Products and output transform by output channels: no worker waits for another between them.
     let outputRanges = Parallel.ranges(f, parts: parts)
     Parallel.forEach(outputRanges.count) { part in
+        let first = outputRanges[part].lowerBound
+        for xi in 0..<winogradPositions {
+            gemm(
+                transposeA: false, transposeB: false, m: outputRanges[part].count, n: w.columns, k: c,
+                a: u + xi * work.uStride + first * c, b: work.v + xi * work.vStride,
+                c: work.m + xi * work.mStride + first * w.columns)
+        }
         winogradOutputTransform(
             transformed: work.m, geometry: w, images: 1, outputChannels: f, bias: bias, output: output,
             channels: outputRanges[part], activation: activation)
