@@ -4,8 +4,8 @@
 /* Engine kernels compiled for instruction sets the Swift build cannot target (it is compiled for
    baseline x86-64: SSE2). Each is compiled for one set with a per-function target attribute; the
    engine asks `facetrain_vector_level` before calling and keeps its portable Swift kernel
-   otherwise. Every kernel here gives the same bits as its Swift twin: the same operations in
-   the same order, no fused multiply-adds.
+   otherwise. The transforms give the same bits as their Swift twins (the same operations in the
+   same order, no fused multiply-adds); the products do not (see below).
 
    Not an engine of its own: no allocation, no threads, no knowledge of layers. */
 
@@ -32,5 +32,26 @@ void facetrain_winograd_output_avx512(
     const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
     long output_height, long output_width, const float *bias, const float *scale, const float *shift, int pool,
     long channel_begin, long channel_end, float *output);
+
+/* Rows of U in the products' blocks: U[p] is packed as ceil(F / 12) blocks of [channels, 12]
+   (rows past F zero), so that a block's 12 entries of one channel are adjacent. */
+#define FACETRAIN_WINOGRAD_ROW_BLOCK 12
+
+/* Floats of U packed for `facetrain_winograd_products_avx512`, and the packing itself from U's
+   layout (36 positions of [F, channels], `u_position_stride` floats apart). Plain C: packing is
+   done once per weights. */
+long facetrain_winograd_packed_size(long output_channels, long channels);
+void facetrain_winograd_pack(
+    const float *u, long u_position_stride, long output_channels, long channels, float *packed);
+
+/* Winograd's 36 products M[p] = U[p] V[p] for output channels [channel_begin, channel_end)
+   (channel_begin a multiple of FACETRAIN_WINOGRAD_ROW_BLOCK): U packed as above, V[p]
+   [channels, columns] and M[p] [F, columns] (rows `columns` apart), position p's V and M
+   `*_position_stride` floats after p - 1's. Each entry is a sum over the channels in order, one
+   fused multiply-add at a time: its bits do not depend on how rows or columns are split. Unlike
+   the transforms, not OpenBLAS's bits. */
+void facetrain_winograd_products_avx512(
+    const float *packed, long output_channels, const float *v, long v_position_stride, float *m,
+    long m_position_stride, long channels, long columns, long channel_begin, long channel_end);
 
 #endif

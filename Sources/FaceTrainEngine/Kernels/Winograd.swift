@@ -569,13 +569,37 @@ private struct WinogradWorkspace {
     }
 }
 
+/// `M[ξ] = U[ξ] · V[ξ]` for the 36 positions ξ, rows `outputChannels` of M only: with `packed` U
+/// (`facetrain_winograd_pack`, inference on AVX-512) the C kernel, one call for all positions; else
+/// OpenBLAS, one product per position. The two round differently (the kernel's sums are fused
+/// multiply-adds in channel order), which the comparisons with im2col allow for; each alone gives
+/// the same bits however the rows are split.
+private func winogradProducts(
+    _ u: UnsafePointer<Float>, packed: Bool, _ work: WinogradWorkspace, channels c: Int, columns: Int,
+    outputChannels f: Int, rows: Range<Int>
+) {
+    if packed {
+        facetrain_winograd_products_avx512(
+            u, f, work.v, work.vStride, work.m, work.mStride, c, columns, rows.lowerBound, rows.upperBound)
+        return
+    }
+    let outputChannels = rows
+    let first = outputChannels.lowerBound
+    for xi in 0..<winogradPositions {
+        gemm(
+            transposeA: false, transposeB: false, m: outputChannels.count, n: columns, k: c,
+            a: u + xi * work.uStride + first * c, b: work.v + xi * work.vStride,
+            c: work.m + xi * work.mStride + first * columns)
+    }
+}
+
 /// `output = conv(images) + bias` for `count` consecutive images [n, c, h, w] into [n, f, oh, ow],
 /// transformed side by side (one product per position for all of them); `transformedWeight` is
 /// `winogradFilterTransform`'s U.
 func winogradConvolutionForward(
     images: UnsafePointer<Float>, count: Int, geometry w: WinogradGeometry, outputChannels f: Int,
-    transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
-    activation: WinogradActivation? = nil, output: UnsafeMutablePointer<Float>
+    transformedWeight u: UnsafePointer<Float>, packed: Bool = false, bias: UnsafePointer<Float>,
+    scratch: UnsafeMutablePointer<Float>, activation: WinogradActivation? = nil, output: UnsafeMutablePointer<Float>
 ) {
     let (c, tiles, columns) = (w.convolution.channels, w.columns, count * w.columns)
     let pooled = activation?.pool == true ? 4 : 1
@@ -586,12 +610,7 @@ func winogradConvolutionForward(
             image: images + image * inputSize, geometry: w, images: count, padded: work.plane,
             transformed: work.v + image * tiles)
     }
-    for xi in 0..<winogradPositions {
-        gemm(
-            transposeA: false, transposeB: false, m: f, n: columns, k: c, a: u + xi * work.uStride,
-            b: work.v + xi * work.vStride,
-            c: work.m + xi * work.mStride)
-    }
+    winogradProducts(u, packed: packed, work, channels: c, columns: columns, outputChannels: f, rows: 0..<f)
     for image in 0..<count {
         winogradOutputTransform(
             transformed: work.m + image * tiles, geometry: w, images: count, outputChannels: f, bias: bias,
@@ -608,8 +627,9 @@ func winogradConvolutionForward(
 /// `scratch` holds `winogradSharedScratchSize` floats.
 func winogradConvolutionForwardShared(
     image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
-    transformedWeight u: UnsafePointer<Float>, bias: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>,
-    parts: Int, activation: WinogradActivation? = nil, output: UnsafeMutablePointer<Float>,
+    transformedWeight u: UnsafePointer<Float>, packed: Bool = false, bias: UnsafePointer<Float>,
+    scratch: UnsafeMutablePointer<Float>, parts: Int, activation: WinogradActivation? = nil,
+    output: UnsafeMutablePointer<Float>,
     finish: (Range<Int>) -> Void
 ) {
     let c = w.convolution.channels
@@ -621,15 +641,14 @@ func winogradConvolutionForwardShared(
             transformed: work.v, channels: channelRanges[part])
     }
     // Products and output transform by output channels: no worker waits for another between them.
-    let outputRanges = Parallel.ranges(f, parts: parts)
+    // Packed U comes in blocks of rows, which the ranges keep whole.
+    let block = packed ? Int(FACETRAIN_WINOGRAD_ROW_BLOCK) : 1
+    let outputRanges = Parallel.ranges((f + block - 1) / block, parts: parts).map {
+        $0.lowerBound * block..<min(f, $0.upperBound * block)
+    }
     Parallel.forEach(outputRanges.count) { part in
-        let first = outputRanges[part].lowerBound
-        for xi in 0..<winogradPositions {
-            gemm(
-                transposeA: false, transposeB: false, m: outputRanges[part].count, n: w.columns, k: c,
-                a: u + xi * work.uStride + first * c, b: work.v + xi * work.vStride,
-                c: work.m + xi * work.mStride + first * w.columns)
-        }
+        winogradProducts(
+            u, packed: packed, work, channels: c, columns: w.columns, outputChannels: f, rows: outputRanges[part])
         winogradOutputTransform(
             transformed: work.m, geometry: w, images: 1, outputChannels: f, bias: bias, output: output,
             channels: outputRanges[part], activation: activation)

@@ -1,3 +1,5 @@
+import CVectorKernels
+
 /// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage;
 /// the convolution is ungrouped (Winograd's F(2×2, 3×3) for 3×3 stride-1 kernels over 8 or more
 /// channels, im2col + GEMM otherwise) or depthwise (the direct kernel).
@@ -29,6 +31,9 @@ struct ConvolutionBlock: Sendable {
     private var transformedWeight = Buffer<Float>()
     /// The weights `transformedWeight` was made from.
     private var transformedFrom: [Float] = []
+    /// U packed for the AVX-512 products (inference), and the weights it was made from.
+    private var packedWeight = Buffer<Float>()
+    private var packedFrom: [Float] = []
     private var mean: [Float] = []
     private var inverseStandardDeviation: [Float] = []
     private var scale: [Float] = []
@@ -68,7 +73,8 @@ struct ConvolutionBlock: Sendable {
         let scratchSize = winograd.map { winogradScratchSize($0, outputChannels: f, images: group) } ?? patch * pixels
         convolutionOutput.resize(batch * f * pixels)
         scratch.resize(chunks.count * scratchSize)
-        let transformed = transformWeights(conv, winograd)
+        let packed = !training && VectorKernels.avx512
+        let transformed = transformWeights(conv, winograd, packed: packed)
         perImage.resize(batch * 2 * f)
         if training && pooling == .max2x2 { winners.resize(batch * f * (h / 2) * (w / 2)) }
         let (x, columns, moments) = (
@@ -117,8 +123,8 @@ struct ConvolutionBlock: Sendable {
                         if let winograd, let transformed {
                             winogradConvolutionForward(
                                 images: input + first * inputSize, count: images.count, geometry: winograd,
-                                outputChannels: f, transformedWeight: transformed, bias: bias.baseAddress!,
-                                scratch: columns + chunk * scratchSize, activation: activation,
+                                outputChannels: f, transformedWeight: transformed, packed: packed,
+                                bias: bias.baseAddress!, scratch: columns + chunk * scratchSize, activation: activation,
                                 output: activation == nil ? x + first * outputSize : output + first * pooledSize)
                             if activation != nil { continue }
                         }
@@ -217,7 +223,8 @@ struct ConvolutionBlock: Sendable {
                             scale: affine.baseAddress!, shift: affine.baseAddress! + f, pool: pooling == .max2x2) : nil
                     winogradConvolutionForwardShared(
                         image: image, geometry: winograd, outputChannels: f, transformedWeight: transformedWeight,
-                        bias: bias.baseAddress!, scratch: work, parts: parts, activation: activation,
+                        packed: VectorKernels.avx512, bias: bias.baseAddress!, scratch: work, parts: parts,
+                        activation: activation,
                         output: folded ? output : x, finish: finish)
                 }
                 return
@@ -252,9 +259,13 @@ struct ConvolutionBlock: Sendable {
         VectorKernels.avx512 && (pooling == .none || (pooling == .max2x2 && height % 2 == 0 && width % 2 == 0))
     }
 
-    /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise).
-    private mutating func transformWeights(_ conv: Conv2D, _ winograd: WinogradGeometry?) -> UnsafePointer<Float>? {
+    /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise); `packed`
+    /// (inference with the AVX-512 kernels) packs it for their products, and keeps only that.
+    private mutating func transformWeights(
+        _ conv: Conv2D, _ winograd: WinogradGeometry?, packed: Bool
+    ) -> UnsafePointer<Float>? {
         guard winograd != nil else { return nil }
+        guard !packed else { return packWeights(conv) }
         // Inference calls forward again and again with the same weights (batch-1 latency): keep U
         // while the weights are those it was made from. Sharing the array makes that check O(1) until
         // an update copies the weights on write, and then the comparison ends at the first change.
@@ -271,6 +282,30 @@ struct ConvolutionBlock: Sendable {
                 transformed: transformedWeight.mutablePointer())
         }
         return transformedWeight.pointer
+    }
+
+    /// U packed for the AVX-512 products (`facetrain_winograd_pack`), kept like U while the weights
+    /// are those it was made from. U itself is made in a scratch and dropped, unless training keeps it.
+    private mutating func packWeights(_ conv: Conv2D) -> UnsafePointer<Float> {
+        if packedFrom == conv.weight.value.scalars { return packedWeight.pointer }
+        packedFrom = conv.weight.value.scalars
+        let (f, c) = (conv.outputChannels, conv.weight.value.count / (9 * conv.outputChannels))
+        packedWeight.resize(facetrain_winograd_packed_size(f, c))
+        let target = packedWeight.mutablePointer()
+        if transformedFrom == conv.weight.value.scalars {
+            facetrain_winograd_pack(
+                transformedWeight.pointer, winogradFilterStride(outputChannels: f, inputChannels: c), f, c, target)
+            return packedWeight.pointer
+        }
+        let plain = UnsafeMutablePointer<Float>.allocate(
+            capacity: winogradFilterSize(outputChannels: f, inputChannels: c))
+        defer { plain.deallocate() }
+        conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+            winogradFilterTransform(
+                weight: weight.baseAddress!, outputChannels: f, inputChannels: c, transformed: plain)
+        }
+        facetrain_winograd_pack(plain, winogradFilterStride(outputChannels: f, inputChannels: c), f, c, target)
+        return packedWeight.pointer
     }
 
     private static func activate(
@@ -370,7 +405,7 @@ struct ConvolutionBlock: Sendable {
         let columnSize = patch * pixels
         let weightSize = conv.weight.value.count
         let winograd = depthwise ? nil : WinogradGeometry(g)
-        let transformed = transformWeights(conv, winograd)
+        let transformed = transformWeights(conv, winograd, packed: false)
         // Per chunk: the kernel's scratch (im2col's columns and their gradient, or Winograd's
         // transforms and the chunk's dU), dY of a group, then partial dW and dBias.
         let transformedWeightSize = winogradFilterSize(outputChannels: f, inputChannels: g.channels)

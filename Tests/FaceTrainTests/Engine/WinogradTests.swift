@@ -244,6 +244,50 @@ import Testing
         }
     }
 
+    /// The AVX-512 products on packed U against OpenBLAS's, one position after another: row counts
+    /// below, at and past the 12-row blocks (and past 24, the one-vector kernel's), column counts
+    /// of one partial vector, two, and several with a partial last, several channel counts. Within
+    /// float rounding of OpenBLAS (different sums); the same bits when the rows are split at a block.
+    @Test(arguments: [(5, 8, 12), (12, 9, 16), (13, 16, 28), (30, 33, 100), (64, 32, 12), (40, 24, 36)])
+    func packedProductsMatchOpenBLAS(_ shape: (outputChannels: Int, channels: Int, columns: Int)) throws {
+        guard facetrain_vector_level() >= 2 else {
+            #expect(!VectorKernels.avx512)
+            return
+        }
+        let (f, c, n) = shape
+        let (uStride, vStride, mStride) = (
+            winogradPositionStride(f * c), winogradPositionStride(c * n), winogradPositionStride(f * n)
+        )
+        let u = Floats(TestData.normal([winogradPositions * uStride], seed: 31).scalars)
+        let v = Floats(TestData.normal([winogradPositions * vStride], seed: 32).scalars)
+        let expected = Floats(count: winogradPositions * mStride, repeating: .nan)
+        for xi in 0..<winogradPositions {
+            gemm(
+                transposeA: false, transposeB: false, m: f, n: n, k: c, a: u.pointer + xi * uStride,
+                b: v.pointer + xi * vStride, c: expected.pointer + xi * mStride)
+        }
+        let packed = Floats(count: facetrain_winograd_packed_size(f, c), repeating: .nan)
+        facetrain_winograd_pack(u.pointer, uStride, f, c, packed.pointer)
+        let whole = Floats(count: expected.count, repeating: .nan)
+        facetrain_winograd_products_avx512(packed.pointer, f, v.pointer, vStride, whole.pointer, mStride, c, n, 0, f)
+        var worst: Float = 0
+        for xi in 0..<winogradPositions {
+            for index in 0..<f * n {
+                let (a, b) = (whole.pointer[xi * mStride + index], expected.pointer[xi * mStride + index])
+                worst = max(worst, abs(a - b) / max(1, abs(b)))
+            }
+        }
+        #expect(worst < 1e-5, "largest relative difference \(worst)")
+        let split = Floats(count: expected.count, repeating: .nan)
+        let block = Int(FACETRAIN_WINOGRAD_ROW_BLOCK)
+        let middle = min(f, block)
+        facetrain_winograd_products_avx512(
+            packed.pointer, f, v.pointer, vStride, split.pointer, mStride, c, n, 0, middle)
+        facetrain_winograd_products_avx512(
+            packed.pointer, f, v.pointer, vStride, split.pointer, mStride, c, n, middle, f)
+        #expect(split.array.map(\.bitPattern) == whole.array.map(\.bitPattern))
+    }
+
     /// A batch smaller than the workers runs each image with all workers on it (Winograd split by
     /// channels and positions, im2col's and a pointwise product by output channels): every image
     /// alone gives what it gives among others, where one worker runs it whole, and both match the
