@@ -36,12 +36,14 @@ OUT=$BUILD/targets
 IMPORTS=(-I "$PRODUCTS/Modules" -Xcc -fmodule-map-file="$PRODUCTS/CBaseModel.build/module.modulemap"
          -Xcc -I -Xcc Sources/CBaseModel/include
          -Xcc -fmodule-map-file="$PRODUCTS/CDetectorModel.build/module.modulemap"
-         -Xcc -I -Xcc Sources/CDetectorModel/include)
+         -Xcc -I -Xcc Sources/CDetectorModel/include
+         -Xcc -fmodule-map-file="$PRODUCTS/CVectorKernels.build/module.modulemap"
+         -Xcc -I -Xcc Sources/CVectorKernels/include)
 for module in Sources/C*/module.modulemap; do IMPORTS+=(-Xcc -fmodule-map-file="$module"); done
 for flag in $(pkg-config --cflags $PACKAGES); do IMPORTS+=(-Xcc "$flag"); done
 # The objects of the library targets whose source still exists: a build folder keeps the object of a
 # source file that was deleted or renamed, and linking it would bring back its old symbols.
-LIBRARY_OBJECTS=("$PRODUCTS"/CBaseModel.build/*.o "$PRODUCTS"/CDetectorModel.build/*.o)
+LIBRARY_OBJECTS=("$PRODUCTS"/CBaseModel.build/*.o "$PRODUCTS"/CDetectorModel.build/*.o "$PRODUCTS"/CVectorKernels.build/*.o)
 for target in FaceTrainEngine FaceTrain FaceTrainServer FaceTrainSynthesis; do
     for object in "$PRODUCTS/$target.build"/*.swift.o; do
         source=$(basename "$object" .o)
