@@ -190,11 +190,11 @@ struct ConvolutionBlock: Sendable {
     }
 
     /// Inference of one image with every worker on it, for batches smaller than the workers (batch-1
-    /// latency: a recognised photo, an embedding asked for): Winograd's work split by channels and
-    /// positions, im2col's product by output channels, each worker normalising and pooling the
-    /// channels it wrote. The same calls on the same values as `forward`'s per-image path, so the
-    /// same output bit for bit. Depthwise convolutions (one global one in the shipped networks, a
-    /// small share of their work) stay on one worker.
+    /// latency: a recognised photo, an embedding asked for): Winograd's work split by channels, then
+    /// output channels, im2col's product by output channels, each worker normalising and pooling the
+    /// channels it wrote. The same output as `forward`'s per-image path to float rounding (OpenBLAS
+    /// may round a product of fewer rows differently). Depthwise convolutions (one global one in the
+    /// shipped networks, a small share of their work) stay on one worker.
     private mutating func forwardSharingImage(
         _ image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, winograd: WinogradGeometry?,
         transformedWeight: UnsafePointer<Float>?, convolution conv: Conv2D, output: UnsafeMutablePointer<Float>
