@@ -33,23 +33,20 @@ def main():
     def images(count):
         return generator.standard_normal([count] + shape[1:]).astype(np.float32)
 
-    batch, single = images(args.batch), images(1)
-    for _ in range(3):
-        session.run(None, {entry.name: batch})
-    times = []
-    start = time.perf_counter()
-    while time.perf_counter() - start < args.seconds or len(times) < 3:
-        began = time.perf_counter()
-        session.run(None, {entry.name: batch})
-        times.append(time.perf_counter() - began)
-    for _ in range(20):
-        session.run(None, {entry.name: single})
-    latencies = []
-    start = time.perf_counter()
-    while time.perf_counter() - start < args.seconds or len(latencies) < 20:
-        began = time.perf_counter()
-        session.run(None, {entry.name: single})
-        latencies.append(time.perf_counter() - began)
+    def timed(feed, warm_ups, at_least):
+        """Seconds per run of `feed`, over `args.seconds` and at least `at_least` runs."""
+        for _ in range(warm_ups):
+            session.run(None, {entry.name: feed})
+        times = []
+        start = time.perf_counter()
+        while time.perf_counter() - start < args.seconds or len(times) < at_least:
+            began = time.perf_counter()
+            session.run(None, {entry.name: feed})
+            times.append(time.perf_counter() - began)
+        return times
+
+    times = timed(images(args.batch), 3, 3)
+    latencies = timed(images(1), 20, 20)
     latencies.sort()
 
     def percentile(values, share):
