@@ -29,7 +29,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for variant in "${variants[@]}"; do
     launcher=(env)
     [ "$variant" = own-kernel ] && launcher=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
-    "${launcher[@]}" "$BIN" bench --architecture ref-deep-gdc --width 32 --input-size 80 --steps 6 \
+    "${launcher[@]}" "$BIN" bench --architecture ref-deep-gdc --width 32 --input-size 80 --steps 20 \
       --latency-seconds "$SECONDS_PER_RUN" --json > "$OUT/facetrain-$variant.$round.json"
   done
   python3 Tests/Scripts/onnx_inference.py --model "$OUT/models/1/model.onnx" --threads 2 \
