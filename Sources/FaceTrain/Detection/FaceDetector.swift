@@ -15,6 +15,8 @@ package struct FaceDetector: Sendable {
     package init(model: TrainedModel, strides: [Int], maximumSide: Int = 640) {
         // The model comes from a checked detector file or a training run: its weights fit.
         network = try! Network(model: model)
+        // Copies (one per request or thread) then share the transformed weights.
+        network.prepareForInference()
         self.strides = strides
         self.maximumSide = maximumSide
     }

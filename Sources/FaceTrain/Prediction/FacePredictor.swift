@@ -76,6 +76,8 @@ public struct FacePredictor {
         definition = model.definition
         classLabels = try ClassLabel.parse(model.definition.classLabels)
         network = try Network(model: model)
+        // Copies (one per request or thread) then share the transformed weights.
+        network.prepareForInference()
         var names = names
         for negative in ClassLabel.negatives { names[negative] = names[negative] ?? negative.negativeName }
         self.names = names

@@ -259,12 +259,28 @@ struct ConvolutionBlock: Sendable {
         VectorKernels.avx512 && (pooling == .none || (pooling == .max2x2 && height % 2 == 0 && width % 2 == 0))
     }
 
+    /// Makes now what inference makes on its first call and keeps while the weights stay: Winograd's
+    /// U (packed for the AVX-512 products when they run) of a convolution that can run as Winograd at
+    /// some input size. A copy of the network then shares it, where a copy of an unprepared network
+    /// made it again on its first forward (a server copies its models for every request).
+    mutating func prepareForInference(convolution conv: Conv2D) {
+        let possible =
+            conv.kernelSize == 3 && conv.stride == 1 && conv.padding <= 2 && conv.inputChannels >= 8
+            && !conv.isDepthwise
+        guard possible else { return }
+        if VectorKernels.avx512 {
+            _ = packWeights(conv)
+        } else {
+            _ = transformWeights(conv, nil, packed: false, possible: true)
+        }
+    }
+
     /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise); `packed`
     /// (inference with the AVX-512 kernels) packs it for their products, and keeps only that.
     private mutating func transformWeights(
-        _ conv: Conv2D, _ winograd: WinogradGeometry?, packed: Bool
+        _ conv: Conv2D, _ winograd: WinogradGeometry?, packed: Bool, possible: Bool = false
     ) -> UnsafePointer<Float>? {
-        guard winograd != nil else { return nil }
+        guard winograd != nil || possible else { return nil }
         guard !packed else { return packWeights(conv) }
         // Inference calls forward again and again with the same weights (batch-1 latency): keep U
         // while the weights are those it was made from. Sharing the array makes that check O(1) until

@@ -205,6 +205,19 @@ public struct Network: Sendable, CustomStringConvertible {
 
     // MARK: - Running
 
+    /// Makes what inference keeps between calls (Winograd's transformed weights) before the first
+    /// call, so that copies of this network share it instead of each making it again: for holders
+    /// that copy a network per request or per thread. Changes no result.
+    public mutating func prepareForInference() {
+        for stage in stages {
+            guard case .block(let blockIndex) = stage else { continue }
+            let convIndex = blocks[blockIndex].convolution
+            let conv = takeLayer(convIndex, as: Conv2D.self)
+            blocks[blockIndex].prepareForInference(convolution: conv)
+            layers[convIndex] = conv
+        }
+    }
+
     /// The network's output (logits) for `input` [N, C, H, W].
     ///
     /// `.training` uses batch statistics, updates batch-norm running statistics, applies dropout and

@@ -356,6 +356,31 @@ import Testing
         #expect(trained.forward(images, mode: .inference) == restored.forward(images, mode: .inference))
     }
 
+    /// Weights transformed ahead (`prepareForInference`, what the server's detector and predictors
+    /// do once) give what a fresh network gives, in a copy as in the original, and an update after
+    /// them is followed like any other.
+    @Test func preparedWeightsGiveTheFreshResultsAndFollowUpdates() throws {
+        let definition = ModelDefinition.referenceSmall(classLabels: ["1", "2", "3"], inputSize: 32, width: 8)
+        let images = TestData.normal([2, 3, 32, 32], seed: 43)
+        var network = try Network(definition: definition, seed: 8)
+        network.prepareForInference()
+        var copy = network
+        var fresh = try Network(definition: definition, weights: network.weights)
+        let expected = fresh.forward(images, mode: .inference)
+        #expect(copy.forward(images, mode: .inference) == expected)
+        #expect(network.forward(images, mode: .inference) == expected)
+        network.prepareForInference()
+        network.updateParameters { key, parameter in
+            guard key.hasSuffix("conv2d.weight") else { return }
+            // Not a common factor, which the embedding's normalisation would cancel.
+            for index in parameter.value.scalars.indices { parameter.value.scalars[index] *= index % 3 == 0 ? -1 : 0.5 }
+        }
+        var updated = try Network(definition: definition, weights: network.weights)
+        let after = network.forward(images, mode: .inference)
+        #expect(after == updated.forward(images, mode: .inference))
+        #expect(after != expected)
+    }
+
     /// Kernels other than 3×3 stride 1, thin inputs and tiny planes stay with im2col.
     @Test func onlyThreeByThreeStrideOneOverEnoughChannels() {
         let base = ConvolutionGeometry(channels: 8, height: 8, width: 8, kernelSize: 3, stride: 1, padding: 1)
