@@ -140,13 +140,14 @@ public final class FaceServer: @unchecked Sendable {
         webhooks = try configuration.webhooks.map { try WebhookDispatcher(settings: $0, folder: configuration.models) }
         webhooks?.log = configuration.warn
         let webhooks = self.webhooks
+        let recognition = RecognitionService(repository: repository)
         queue.finished = { job in
             metrics.recordTraining(job.state)
             webhooks?.trainingFinished(job, repository: repository)
+            if job.state == .succeeded { recognition.warmUpInBackground() }
         }
         var routes = ServerRoutes(
-            store: store, queue: queue, repository: repository, metrics: metrics,
-            recognition: RecognitionService(repository: repository),
+            store: store, queue: queue, repository: repository, metrics: metrics, recognition: recognition,
             eraser: PersonEraser(store: store, models: configuration.models),
             tokenDigest: configuration.token.map { SHA256.hash(Data($0.utf8)) }, tokens: tokens)
         routes.isPrivate = configuration.isPrivate
@@ -188,6 +189,7 @@ public final class FaceServer: @unchecked Sendable {
             handler: handler)
         webhooks?.start()
         queue.start()
+        recognition.warmUpInBackground()
     }
 
     /// Stops listening; a running training is left to finish or die with the process.
