@@ -54,10 +54,11 @@ struct ConvolutionBlock: Sendable {
         }
     }
 
-    /// Runs the block on `input` [N, C, H, W] and writes its output (shape from `outputShape`).
+    /// Runs the block on `input` [N, C, H, W] and writes its output (shape from `outputShape`);
+    /// with `shareImages`, inference of fewer images than workers splits each among them.
     mutating func forward(
         input: UnsafePointer<Float>, inputShape: [Int], convolution conv: Conv2D, normalization norm: inout BatchNorm2D,
-        mode: Mode, output: UnsafeMutablePointer<Float>
+        mode: Mode, shareImages: Bool, output: UnsafeMutablePointer<Float>
     ) {
         let g = conv.geometry(for: inputShape)
         let depthwise = conv.isDepthwise
@@ -92,7 +93,7 @@ struct ConvolutionBlock: Sendable {
                 gamma: norm.weight.value.scalars, beta: norm.bias.value.scalars, mean: mean,
                 inverseStandardDeviation: inverseStandardDeviation)
         }
-        if !training && !depthwise && batch < Parallel.workerCount {
+        if !training && !depthwise && shareImages && batch < Parallel.workerCount {
             for image in 0..<batch {
                 forwardSharingImage(
                     input + image * inputSize, geometry: g, winograd: winograd, transformedWeight: transformed,

@@ -205,6 +205,12 @@ public struct Network: Sendable, CustomStringConvertible {
 
     // MARK: - Running
 
+    /// When inference of a batch smaller than the workers splits each image among them:
+    /// `whenAlone` (the default) while no other forward runs in the process (Parallel.runningForwards),
+    /// `always` (tests of the shared path), `never`.
+    package enum ImageSharing: Sendable { case whenAlone, always, never }
+    package var imageSharing = ImageSharing.whenAlone
+
     /// Makes what inference keeps between calls (Winograd's transformed weights) before the first
     /// call, so that copies of this network share it instead of each making it again: for holders
     /// that copy a network per request or per thread. Changes no result.
@@ -404,6 +410,9 @@ public struct Network: Sendable, CustomStringConvertible {
     }
 
     private mutating func run(_ whole: Tensor, mode: Mode, stageCount: Int) {
+        let running = Parallel.runningForwards.add(1, ordering: .relaxed).newValue
+        defer { Parallel.runningForwards.subtract(1, ordering: .relaxed) }
+        let shareImages = imageSharing == .always || (imageSharing == .whenAlone && running == 1)
         precondition(
             whole.shape.count == 4 && whole.shape[0] >= 1, "Network input must be [N, C, H, W], got \(whole.shape)")
         // The input's crop happens before the first layer, as in the exports.
@@ -424,6 +433,7 @@ public struct Network: Sendable, CustomStringConvertible {
                     let target = outputs[stageIndex].mutablePointer()
                     blocks[blockIndex].forward(
                         input: source, inputShape: shape, convolution: conv, normalization: &norm, mode: mode,
+                        shareImages: shareImages,
                         output: target)
                     layers[convIndex] = conv
                     layers[normIndex] = norm

@@ -316,6 +316,8 @@ import Testing
         var trainer = Trainer(network: network, optimizer: SGD(), learningRate: 0.1)
         try trainer.trainStep(images: images, labels: (0..<count).map { $0 % 3 })
         network = trainer.network
+        // Other tests' forwards may run meanwhile, which would keep the default from sharing.
+        network.imageSharing = .always
         let together = network.forward(images, mode: .inference)
         var plain = network.layers
         var y = images
