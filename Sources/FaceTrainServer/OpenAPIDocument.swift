@@ -480,7 +480,6 @@ extension OpenAPIDocument {
 
     static var modelOperations: [Operation] {
         let etag: JSONValue = ["schema": ["type": "string"], "description": "\"<sha256>\" of the file"]
-        let fileHeaders: JSONValue = ["ETag": etag, "Accept-Ranges": ["schema": ["const": "bytes"]]]
         let ranges: [JSONValue] = [
             [
                 "name": "Range", "in": "header", "required": false, "schema": ["type": "string"],
@@ -531,19 +530,24 @@ extension OpenAPIDocument {
         ]
         for (file, type) in ServerRoutes.downloads.sorted(by: { $0.key < $1.key }) {
             let name = String(file.prefix { $0 != "." })
-            // The manifest is JSON; the models are bytes.
-            let schema: JSONValue = type == "application/json" ? ["type": "object"] : ["type": "string"]
+            // The manifest is JSON, sent whole; the models are bytes, in ranges too.
+            let ranged = type != "application/json"
+            let schema: JSONValue = ranged ? ["type": "string"] : ["type": "object"]
             let content: JSONValue = [type: ["schema": schema]]
-            let answers: [String: JSONValue] = [
-                "200": ["description": "The file", "headers": fileHeaders, "content": content],
-                "206": [
-                    "description": "The byte range asked for (Content-Range)", "headers": fileHeaders,
-                    "content": content,
-                ],
-                "304": ["description": "The client's copy (If-None-Match) is current", "headers": fileHeaders],
-                "401": unauthorized, "404": failure("No such version or file"),
-                "416": failure("The range starts past the end (Content-Range: bytes */size)"),
+            let headers: JSONValue = [
+                "ETag": etag, "Accept-Ranges": ["schema": ["const": ranged ? "bytes" : "none"]],
             ]
+            var answers: [String: JSONValue] = [
+                "200": ["description": "The file", "headers": headers, "content": content],
+                "304": ["description": "The client's copy (If-None-Match) is current", "headers": headers],
+                "401": unauthorized, "404": failure("No such version or file"),
+            ]
+            if ranged {
+                answers["206"] = [
+                    "description": "The byte range asked for (Content-Range)", "headers": headers, "content": content,
+                ]
+                answers["416"] = failure("The range starts past the end (Content-Range: bytes */size)")
+            }
             for method in ["GET", "HEAD"] {
                 operations.append(
                     (
@@ -551,7 +555,7 @@ extension OpenAPIDocument {
                         operation(
                             "\(method.lowercased())\(name.prefix(1).uppercased() + name.dropFirst())File",
                             "\(method == "HEAD" ? "The headers of" : "Downloads") a version's \(file)", tag: "models",
-                            security: readSecurity, parameters: ranges,
+                            security: readSecurity, parameters: ranged ? ranges : [ranges[1]],
                             responses: method == "HEAD"
                                 ? answers.mapValues {
                                     guard case .object(var fields) = $0 else { return $0 }

@@ -748,8 +748,12 @@ struct ServerRoutes: Sendable {
             }
         }
         let etag = "\"\(sha256)\""
+        // Ranges resume the model downloads; the JSON manifest (a few KB) is sent whole, since a part
+        // of it is no JSON document for a client to read.
+        let ranged = type != "application/json"
         let headers = [
-            ("ETag", etag), ("Cache-Control", "public, max-age=31536000, immutable"), ("Accept-Ranges", "bytes"),
+            ("ETag", etag), ("Cache-Control", "public, max-age=31536000, immutable"),
+            ("Accept-Ranges", ranged ? "bytes" : "none"),
         ]
         if let match = request.header("if-none-match") {
             let tags = match.split(separator: ",").map {
@@ -758,7 +762,7 @@ struct ServerRoutes: Sendable {
             if tags.contains(etag) || tags.contains("*") { return HTTPResponse(status: 304, headers: headers) }
         }
         // If-Range with another tag means the client's part is of a different file: send it whole.
-        if let range = request.header("range"), request.header("if-range").map({ $0 == etag }) ?? true {
+        if ranged, let range = request.header("range"), request.header("if-range").map({ $0 == etag }) ?? true {
             switch ByteRange.parse(range, size: data.count) {
             case .whole:
                 break

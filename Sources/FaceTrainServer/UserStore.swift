@@ -348,8 +348,10 @@ public final class UserStore: @unchecked Sendable {
             throw UserStoreError.invalidField(field: "name", reason: "is empty; give the person's name")
         }
         for (field, text) in [("name", name), ("position", position ?? "")] {
-            guard text.count <= 200 else {
-                throw UserStoreError.invalidField(field: field, reason: "is longer than 200 characters")
+            // Code points, as JSON Schema's maxLength in the OpenAPI document counts them (not grapheme clusters).
+            guard text.unicodeScalars.count <= 200 else {
+                throw UserStoreError.invalidField(
+                    field: field, reason: "is longer than 200 characters (Unicode code points)")
             }
             // The same rule as data check: names reach terminals, the report and the app.
             if let problem = text.displayProblem { throw UserStoreError.invalidField(field: field, reason: problem) }

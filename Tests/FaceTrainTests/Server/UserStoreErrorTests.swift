@@ -9,8 +9,15 @@ import Testing
         #expect(throws: UserStoreError.invalidField(field: "name", reason: "is empty; give the person's name")) {
             try UserStore.validate(name: "  ", position: nil)
         }
-        #expect(throws: UserStoreError.invalidField(field: "position", reason: "is longer than 200 characters")) {
-            try UserStore.validate(name: "Ada", position: String(repeating: "x", count: 201))
+        let tooLong = UserStoreError.invalidField(
+            field: "position", reason: "is longer than 200 characters (Unicode code points)")
+        #expect(throws: tooLong) { try UserStore.validate(name: "Ada", position: String(repeating: "x", count: 201)) }
+        // 100 letters with one accent each: 100 characters but 200 code points, as JSON Schema counts.
+        #expect(throws: Never.self) {
+            try UserStore.validate(name: "Ada", position: String(repeating: "e\u{301}", count: 100))
+        }
+        #expect(throws: tooLong) {
+            try UserStore.validate(name: "Ada", position: String(repeating: "e\u{301}", count: 100) + "x")
         }
         #expect(throws: UserStoreError.self) { try UserStore.validate(name: "A\u{202E}da", position: nil) }
     }
