@@ -6,7 +6,8 @@
 # inside the graph). Batch-64 throughput and batch-1 latency (median, p99), ROUNDS interleaved
 # rounds (3), 2 threads each, the CPU, the BLAS kernel and the engine's vector kernels named.
 # When the environment sets OPENBLAS_CORETYPE, facetrain also runs without it (the binary's own
-# choice). The detector is not compared yet: it has no ONNX export.
+# choice); on a CPU with AVX-512, also with FACETRAIN_VECTOR_KERNELS=portable (the Swift kernels).
+# The detector is not compared yet: it has no ONNX export.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.build/release/facetrain}
@@ -25,10 +26,13 @@ if [ ! -f "$OUT/models/1/model.onnx" ]; then
 fi
 variants=("default")
 if [ -n "${OPENBLAS_CORETYPE:-}" ]; then variants+=("own-kernel"); fi
+# The Swift kernels beside the AVX-512 ones, where the CPU has them (the same binary).
+if grep -qw avx512f /proc/cpuinfo; then variants+=("portable"); fi
 for round in $(seq 1 "$ROUNDS"); do
   for variant in "${variants[@]}"; do
     launcher=(env)
     [ "$variant" = own-kernel ] && launcher=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+    [ "$variant" = portable ] && launcher=(env FACETRAIN_VECTOR_KERNELS=portable)
     "${launcher[@]}" "$BIN" bench --architecture ref-deep-gdc --width 32 --input-size 80 --steps 20 \
       --latency-seconds "$SECONDS_PER_RUN" --json > "$OUT/facetrain-$variant.$round.json"
   done
@@ -57,7 +61,7 @@ for variant in variants:
     throughput = med(x["inference_images_per_second"] for x in ft)
     p50, p99 = med(x["latency_batch1_ms"] for x in ft), med(x["latency_batch1_p99_ms"] for x in ft)
     name = f"facetrain ({ft[0]['blas_kernel']} BLAS, {ft[0]['vector_kernels']} kernels"
-    name += ", environment's OPENBLAS_*)" if variant == "default" and len(variants) > 1 else ")"
+    name += ", environment's OPENBLAS_*)" if variant == "default" and "own-kernel" in variants else ")"
     print(f"| {name} | {throughput:.0f} | {throughput / o_throughput:.2f}x | {p50:.2f} | {p99:.2f} | "
           f"{p50 / o_p50:.2f}x |")
 print("\nIssue #34's targets: throughput >= 1.5x onnxruntime's, batch-1 latency at most onnxruntime's.")
