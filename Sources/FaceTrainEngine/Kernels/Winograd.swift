@@ -61,8 +61,8 @@ struct WinogradGeometry: Sendable, Equatable {
     /// im2col (not on planes of 2×2 or less); a handful of input channels is left to im2col, whose
     /// one product is then as cheap as 36 thin ones.
     init?(_ g: ConvolutionGeometry) {
-        guard g.kernelSize == 3, g.stride == 1, g.padding <= 2, g.channels >= 8, g.outputHeight > 0,
-            g.outputWidth > 0
+        guard Self.suits(kernelSize: g.kernelSize, stride: g.stride, padding: g.padding, channels: g.channels),
+            g.outputHeight > 0, g.outputWidth > 0
         else { return nil }
         convolution = g
         (tileRows, tileColumns) = ((g.outputHeight + 3) / 4, (g.outputWidth + 3) / 4)
@@ -85,6 +85,12 @@ struct WinogradGeometry: Sendable, Equatable {
         }
         (patchOffsets, outputOffsets, outputRows, self.outputColumns, gradientOffsets) =
             (patch, output, rows, outputColumns, gradient)
+    }
+
+    /// Whether a (non-grouped) convolution of this kind runs as Winograd at some input size: the
+    /// part of `init`'s rule that does not depend on the planes.
+    static func suits(kernelSize: Int, stride: Int, padding: Int, channels: Int) -> Bool {
+        kernelSize == 3 && stride == 1 && padding <= 2 && channels >= 8
     }
 
     /// Floats from one position of V (or dV) to the next, and of all of V, for a group of images.

@@ -97,58 +97,49 @@ struct ConvolutionBlock: Sendable {
             for image in 0..<batch {
                 forwardSharingImage(
                     input + image * inputSize, geometry: g, winograd: winograd, transformedWeight: transformed,
-                    convolution: conv, output: output + image * pooledSize)
+                    packed: packed, convolution: conv, output: output + image * pooledSize)
             }
             return
         }
         let (inferenceScale, inferenceShift) = (scale, shift)
         let folded = !training && winograd != nil && Self.foldsActivation(pooling, height: h, width: w)
-        // Scale then shift, kept at one address while the workers read them.
-        let affine = UnsafeMutableBufferPointer<Float>.allocate(capacity: f + f)
-        defer { affine.deallocate() }
-        if folded {
-            _ = affine.initialize(from: inferenceScale + inferenceShift)
-        }
-        let activation =
-            folded
-            ? WinogradActivation(
-                scale: UnsafePointer(affine.baseAddress!),
-                shift: UnsafePointer(affine.baseAddress! + f),
-                pool: pooling == .max2x2) : nil
-        conv.weight.value.scalars.withUnsafeBufferPointer { weight in
-            conv.bias.value.scalars.withUnsafeBufferPointer { bias in
-                Parallel.forEach(chunks.count) { chunk in
-                    let range = chunks[chunk]
-                    for first in stride(from: range.lowerBound, to: range.upperBound, by: group) {
-                        let images = first..<min(first + group, range.upperBound)
-                        if let winograd, let transformed {
-                            winogradConvolutionForward(
-                                images: input + first * inputSize, count: images.count, geometry: winograd,
-                                outputChannels: f, transformedWeight: transformed, packed: packed,
-                                bias: bias.baseAddress!, scratch: columns + chunk * scratchSize, activation: activation,
-                                output: activation == nil ? x + first * outputSize : output + first * pooledSize)
-                            if activation != nil { continue }
-                        }
-                        for image in images {
-                            let y = x + image * outputSize
-                            if depthwise {
-                                depthwiseConvolutionForward(
-                                    image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
-                                    weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
-                            } else if winograd == nil {
-                                convolutionForward(
-                                    image: input + image * inputSize, geometry: g, outputChannels: f,
-                                    weight: weight.baseAddress!, bias: bias.baseAddress!,
-                                    columns: columns + chunk * scratchSize, output: y)
+        withFoldedActivation(folded) { activation in
+            conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+                conv.bias.value.scalars.withUnsafeBufferPointer { bias in
+                    Parallel.forEach(chunks.count) { chunk in
+                        let range = chunks[chunk]
+                        for first in stride(from: range.lowerBound, to: range.upperBound, by: group) {
+                            let images = first..<min(first + group, range.upperBound)
+                            if let winograd, let transformed {
+                                winogradConvolutionForward(
+                                    images: input + first * inputSize, count: images.count, geometry: winograd,
+                                    outputChannels: f, transformedWeight: transformed, packed: packed,
+                                    bias: bias.baseAddress!, scratch: columns + chunk * scratchSize,
+                                    activation: activation,
+                                    output: activation == nil ? x + first * outputSize : output + first * pooledSize)
+                                if activation != nil { continue }
                             }
-                            if training {
-                                channelMoments(
-                                    y, channels: f, pixels: pixels, means: moments + image * 2 * f,
-                                    squaredDeviations: moments + image * 2 * f + f)
-                            } else {
-                                Self.activate(
-                                    y, pooling: pooling, channels: f, height: h, width: w, scale: inferenceScale,
-                                    shift: inferenceShift, output: output + image * pooledSize, winners: nil)
+                            for image in images {
+                                let y = x + image * outputSize
+                                if depthwise {
+                                    depthwiseConvolutionForward(
+                                        image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
+                                        weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
+                                } else if winograd == nil {
+                                    convolutionForward(
+                                        image: input + image * inputSize, geometry: g, outputChannels: f,
+                                        weight: weight.baseAddress!, bias: bias.baseAddress!,
+                                        columns: columns + chunk * scratchSize, output: y)
+                                }
+                                if training {
+                                    channelMoments(
+                                        y, channels: f, pixels: pixels, means: moments + image * 2 * f,
+                                        squaredDeviations: moments + image * 2 * f + f)
+                                } else {
+                                    Self.activate(
+                                        y, pooling: pooling, channels: f, height: h, width: w, scale: inferenceScale,
+                                        shift: inferenceShift, output: output + image * pooledSize, winners: nil)
+                                }
                             }
                         }
                     }
@@ -198,7 +189,8 @@ struct ConvolutionBlock: Sendable {
     /// shipped networks, a small share of their work) stay on one worker.
     private mutating func forwardSharingImage(
         _ image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, winograd: WinogradGeometry?,
-        transformedWeight: UnsafePointer<Float>?, convolution conv: Conv2D, output: UnsafeMutablePointer<Float>
+        transformedWeight: UnsafePointer<Float>?, packed: Bool, convolution conv: Conv2D,
+        output: UnsafeMutablePointer<Float>
     ) {
         let (f, pixels, parts) = (conv.outputChannels, g.outputPixels, Parallel.workerCount)
         let (h, w, pooling) = (g.outputHeight, g.outputWidth, pooling)
@@ -217,15 +209,10 @@ struct ConvolutionBlock: Sendable {
             if let winograd, let transformedWeight {
                 scratch.resize(winogradSharedScratchSize(winograd, outputChannels: f, parts: parts))
                 let work = scratch.mutablePointer()
-                (scale + shift).withUnsafeBufferPointer { affine in
-                    let activation =
-                        folded
-                        ? WinogradActivation(
-                            scale: affine.baseAddress!, shift: affine.baseAddress! + f, pool: pooling == .max2x2) : nil
+                withFoldedActivation(folded) { activation in
                     winogradConvolutionForwardShared(
                         image: image, geometry: winograd, outputChannels: f, transformedWeight: transformedWeight,
-                        packed: VectorKernels.avx512, bias: bias.baseAddress!, scratch: work, parts: parts,
-                        activation: activation,
+                        packed: packed, bias: bias.baseAddress!, scratch: work, parts: parts, activation: activation,
                         output: folded ? output : x, finish: finish)
                 }
                 return
@@ -253,6 +240,17 @@ struct ConvolutionBlock: Sendable {
         }
     }
 
+    /// `body` with the block's inference scale and shift as the kernels read them when `folded`, else nil.
+    private func withFoldedActivation<R>(_ folded: Bool, _ body: (WinogradActivation?) -> R) -> R {
+        guard folded else { return body(nil) }
+        let f = scale.count
+        return (scale + shift).withUnsafeBufferPointer { affine in
+            body(
+                WinogradActivation(scale: affine.baseAddress!, shift: affine.baseAddress! + f, pool: pooling == .max2x2)
+            )
+        }
+    }
+
     /// Whether inference folds normalisation, ReLU and pooling into Winograd's output transform:
     /// with the AVX-512 kernels, for no pooling or a 2×2 max-pool of even planes (its windows then
     /// lie inside the 4×4 tiles). The same operations in the same order as `activate`, so the same bits.
@@ -265,24 +263,24 @@ struct ConvolutionBlock: Sendable {
     /// some input size. A copy of the network then shares it, where a copy of an unprepared network
     /// made it again on its first forward (a server copies its models for every request).
     mutating func prepareForInference(convolution conv: Conv2D) {
-        let possible =
-            conv.kernelSize == 3 && conv.stride == 1 && conv.padding <= 2 && conv.inputChannels >= 8
-            && !conv.isDepthwise
-        guard possible else { return }
-        if VectorKernels.avx512 {
-            _ = packWeights(conv)
-        } else {
-            _ = transformWeights(conv, nil, packed: false, possible: true)
-        }
+        guard !conv.isDepthwise,
+            WinogradGeometry.suits(
+                kernelSize: conv.kernelSize, stride: conv.stride, padding: conv.padding, channels: conv.inputChannels)
+        else { return }
+        _ = VectorKernels.avx512 ? packWeights(conv) : plainWeights(conv)
     }
 
     /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise); `packed`
     /// (inference with the AVX-512 kernels) packs it for their products, and keeps only that.
     private mutating func transformWeights(
-        _ conv: Conv2D, _ winograd: WinogradGeometry?, packed: Bool, possible: Bool = false
+        _ conv: Conv2D, _ winograd: WinogradGeometry?, packed: Bool
     ) -> UnsafePointer<Float>? {
-        guard winograd != nil || possible else { return nil }
-        guard !packed else { return packWeights(conv) }
+        guard winograd != nil else { return nil }
+        return packed ? packWeights(conv) : plainWeights(conv)
+    }
+
+    /// Winograd's U, kept while the weights are those it was made from.
+    private mutating func plainWeights(_ conv: Conv2D) -> UnsafePointer<Float> {
         // Inference calls forward again and again with the same weights (batch-1 latency): keep U
         // while the weights are those it was made from. Sharing the array makes that check O(1) until
         // an update copies the weights on write, and then the comparison ends at the first change.
