@@ -54,4 +54,18 @@ void facetrain_winograd_products_avx512(
     const float *packed, long output_channels, const float *v, long v_position_stride, float *m,
     long m_position_stride, long channels, long columns, long channel_begin, long channel_end);
 
+/* The most taps (channels x kernel x kernel) `facetrain_direct_convolution_avx512` takes. */
+#define FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS 64
+
+/* Direct convolution output[f] = bias[f] + weight[f] * image for output channels [channel_begin,
+   channel_end) and output rows [row_begin, row_end) of one image [channels, height, width] into
+   output [F, output_height, output_width]: weight [F, channels, kernel, kernel] with at most
+   FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS taps, stride 1 or 2, zero padding `padding`. Each entry
+   starts from the bias and adds one fused multiply-add per tap in weight order: not OpenBLAS's
+   bits, the same bits however the channels or rows are split. */
+void facetrain_direct_convolution_avx512(
+    const float *image, long channels, long height, long width, long kernel, long stride, long padding,
+    const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
+    float *output, long output_height, long output_width);
+
 #endif

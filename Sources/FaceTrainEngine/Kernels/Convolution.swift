@@ -1,4 +1,7 @@
-/// Convolution of one image as im2col + GEMM, forward and backward.
+import CVectorKernels
+
+/// Convolution of one image as im2col + GEMM, forward and backward, and the direct kernel inference
+/// runs instead on layers with few input channels.
 ///
 /// Legend: f = output channels, P = output pixels (oh·ow), K = patch size (c·k·k).
 /// Shapes: image [c, h, w]; weight [f, K]; bias [f]; output and outputGradient [f, P];
@@ -20,6 +23,28 @@ func convolutionForward(
     for channel in 0..<f { (output + channel * pixels).update(repeating: bias[channel], count: pixels) }
     gemm(
         transposeA: false, transposeB: false, m: f, n: pixels, k: g.patchSize, a: weight, b: source, beta: 1, c: output)
+}
+
+extension ConvolutionGeometry {
+    /// Whether inference runs this convolution as the AVX-512 direct kernel rather than im2col +
+    /// GEMM: a kernel with few taps (a first layer over 3 colour channels: 27), stride 1 or 2, where
+    /// the column matrix is too shallow for GEMM to pay for writing and packing it. The one rule;
+    /// callers also check `VectorKernels.avx512`. Winograd's layers are chosen before this.
+    var suitsDirectKernel: Bool {
+        !isPointwise && (stride == 1 || stride == 2) && patchSize <= Int(FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS)
+    }
+}
+
+/// `output[f, P] = weight · image + bias` by the AVX-512 direct kernel (`suitsDirectKernel`), for
+/// output channels `channels` and output rows `rows`: the sums are fused multiply-adds in weight
+/// order, so the bits do not depend on the ranges, but they are not im2col + GEMM's.
+func directConvolutionForward(
+    image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, weight: UnsafePointer<Float>,
+    bias: UnsafePointer<Float>, channels: Range<Int>, rows: Range<Int>, output: UnsafeMutablePointer<Float>
+) {
+    facetrain_direct_convolution_avx512(
+        image, g.channels, g.height, g.width, g.kernelSize, g.stride, g.padding, weight, bias, channels.lowerBound,
+        channels.upperBound, rows.lowerBound, rows.upperBound, output, g.outputHeight, g.outputWidth)
 }
 
 /// Adds this image's weight and bias gradients and, when `inputGradient` is given, writes dImage.

@@ -1,8 +1,9 @@
 import CVectorKernels
 
 /// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage;
-/// the convolution is ungrouped (Winograd's F(2×2, 3×3) for 3×3 stride-1 kernels over 8 or more
-/// channels, im2col + GEMM otherwise) or depthwise (the direct kernel).
+/// the convolution is ungrouped (Winograd's F(4×4, 3×3) where `WinogradGeometry.suits`; at
+/// inference with the AVX-512 kernels, the direct kernel where `suitsDirectKernel`: a first layer;
+/// im2col + GEMM otherwise) or depthwise (its own direct kernel).
 ///
 /// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
 /// the convolution and the per-channel moments while the output is in cache; then one pass that
@@ -71,10 +72,13 @@ struct ConvolutionBlock: Sendable {
         let training = mode == .training
         let winograd = depthwise ? nil : WinogradGeometry(g)
         let group = winograd?.imagesPerGroup(available: chunks.map(\.count).max() ?? 1) ?? 1
-        let scratchSize = winograd.map { winogradScratchSize($0, outputChannels: f, images: group) } ?? patch * pixels
+        let packed = !training && VectorKernels.avx512
+        // Inference with the AVX-512 kernels runs a shallow im2col layer directly: no column matrix.
+        let direct = packed && winograd == nil && !depthwise && g.suitsDirectKernel
+        let scratchSize =
+            winograd.map { winogradScratchSize($0, outputChannels: f, images: group) } ?? (direct ? 0 : patch * pixels)
         convolutionOutput.resize(batch * f * pixels)
         scratch.resize(chunks.count * scratchSize)
-        let packed = !training && VectorKernels.avx512
         let transformed = transformWeights(conv, winograd, packed: packed)
         perImage.resize(batch * 2 * f)
         if training && pooling == .max2x2 { winners.resize(batch * f * (h / 2) * (w / 2)) }
@@ -97,7 +101,7 @@ struct ConvolutionBlock: Sendable {
             for image in 0..<batch {
                 forwardSharingImage(
                     input + image * inputSize, geometry: g, winograd: winograd, transformedWeight: transformed,
-                    packed: packed, convolution: conv, output: output + image * pooledSize)
+                    packed: packed, direct: direct, convolution: conv, output: output + image * pooledSize)
             }
             return
         }
@@ -125,6 +129,10 @@ struct ConvolutionBlock: Sendable {
                                     depthwiseConvolutionForward(
                                         image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
                                         weight: weight.baseAddress!, bias: bias.baseAddress!, output: y)
+                                } else if direct {
+                                    directConvolutionForward(
+                                        image: input + image * inputSize, geometry: g, weight: weight.baseAddress!,
+                                        bias: bias.baseAddress!, channels: 0..<f, rows: 0..<h, output: y)
                                 } else if winograd == nil {
                                     convolutionForward(
                                         image: input + image * inputSize, geometry: g, outputChannels: f,
@@ -189,7 +197,7 @@ struct ConvolutionBlock: Sendable {
     /// shipped networks, a small share of their work) stay on one worker.
     private mutating func forwardSharingImage(
         _ image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, winograd: WinogradGeometry?,
-        transformedWeight: UnsafePointer<Float>?, packed: Bool, convolution conv: Conv2D,
+        transformedWeight: UnsafePointer<Float>?, packed: Bool, direct: Bool, convolution conv: Conv2D,
         output: UnsafeMutablePointer<Float>
     ) {
         let (f, pixels, parts) = (conv.outputChannels, g.outputPixels, Parallel.workerCount)
@@ -215,6 +223,20 @@ struct ConvolutionBlock: Sendable {
                         packed: packed, bias: bias.baseAddress!, scratch: work, parts: parts, activation: activation,
                         output: folded ? output : x, finish: finish)
                 }
+                return
+            }
+            if direct {
+                // Split by output rows: a first layer has too few output channels to share.
+                conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+                    let rows = Parallel.ranges(h, parts: parts)
+                    Parallel.forEach(rows.count) { part in
+                        directConvolutionForward(
+                            image: image, geometry: g, weight: weight.baseAddress!, bias: bias.baseAddress!,
+                            channels: 0..<f, rows: rows[part], output: x)
+                    }
+                }
+                let ranges = Parallel.ranges(f, parts: parts)
+                Parallel.forEach(ranges.count) { finish(ranges[$0]) }
                 return
             }
             var source = image

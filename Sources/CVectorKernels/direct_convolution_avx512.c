@@ -1,0 +1,80 @@
+/* Direct convolution of a layer with few input channels (a network's first layer: 3 colour
+   channels) with AVX-512, for inference: 16 output pixels of one row a vector, 16 output channels
+   at once, one fused multiply-add per tap. im2col + GEMM spends most of its time there writing
+   and packing a column matrix only 27 rows deep. Not the normalisation or pooling that follow
+   (ConvolutionBlock), not training (im2col keeps the layer's backward). */
+
+#include "vector_kernels.h"
+
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq")))
+
+/* Lanes j of a 16-float load at `start` whose element start + j lies in [0, width). */
+static inline __mmask16 lanes_inside(long start, long width) {
+    long begin = start < 0 ? -start : 0;
+    long end = width - start < 16 ? width - start : 16;
+    if (end <= begin) return 0;
+    unsigned below_end = end >= 16 ? 0xFFFFu : (1u << end) - 1;
+    unsigned below_begin = (1u << begin) - 1;
+    return (__mmask16)(below_end & ~below_begin);
+}
+
+/* row[x0 + stride * j] for j < 16 (stride 1 or 2), 0 outside [0, width): masked loads never touch
+   memory outside the row. */
+AVX512 static inline __m512 load_row(const float *row, long x0, long stride, long width) {
+    if (stride == 1) return _mm512_maskz_loadu_ps(lanes_inside(x0, width), row + x0);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    __m512 low = _mm512_maskz_loadu_ps(lanes_inside(x0, width), row + x0);
+    __m512 high = _mm512_maskz_loadu_ps(lanes_inside(x0 + 16, width), row + x0 + 16);
+    return _mm512_permutex2var_ps(low, even, high);
+}
+
+void facetrain_direct_convolution_avx512(
+    const float *image, long channels, long height, long width, long kernel, long stride, long padding,
+    const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
+    float *output, long output_height, long output_width) AVX512;
+
+void facetrain_direct_convolution_avx512(
+    const float *image, long channels, long height, long width, long kernel, long stride, long padding,
+    const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
+    float *output, long output_height, long output_width) {
+    const long taps = channels * kernel * kernel;
+    const long plane = output_height * output_width;
+    /* A block's weights tap-major, 16 channels a tap (zero past the last channel): one broadcast
+       each, adjacent in memory. */
+    float block_weight[FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS * 16];
+    float block_bias[16];
+    for (long first = channel_begin; first < channel_end; first += 16) {
+        long count = channel_end - first < 16 ? channel_end - first : 16;
+        for (long lane = 0; lane < 16; lane++) {
+            block_bias[lane] = lane < count ? bias[first + lane] : 0;
+            for (long tap = 0; tap < taps; tap++) {
+                block_weight[tap * 16 + lane] = lane < count ? weight[(first + lane) * taps + tap] : 0;
+            }
+        }
+        for (long y = row_begin; y < row_end; y++) {
+            for (long x = 0; x < output_width; x += 16) {
+                __m512 sum[16];
+                for (int lane = 0; lane < 16; lane++) sum[lane] = _mm512_set1_ps(block_bias[lane]);
+                for (long channel = 0; channel < channels; channel++) {
+                    for (long ky = 0; ky < kernel; ky++) {
+                        long source_y = y * stride + ky - padding;
+                        if (source_y < 0 || source_y >= height) continue;
+                        const float *row = image + (channel * height + source_y) * width;
+                        for (long kx = 0; kx < kernel; kx++) {
+                            __m512 pixels = load_row(row, x * stride + kx - padding, stride, width);
+                            const float *tap_weight = block_weight + ((channel * kernel + ky) * kernel + kx) * 16;
+                            for (int lane = 0; lane < 16; lane++) {
+                                sum[lane] = _mm512_fmadd_ps(pixels, _mm512_set1_ps(tap_weight[lane]), sum[lane]);
+                            }
+                        }
+                    }
+                }
+                __mmask16 columns = lanes_inside(x, output_width);
+                float *target = output + first * plane + y * output_width + x;
+                for (int lane = 0; lane < count; lane++) _mm512_mask_storeu_ps(target + lane * plane, columns, sum[lane]);
+            }
+        }
+    }
+}

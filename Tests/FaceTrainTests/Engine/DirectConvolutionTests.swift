@@ -1,0 +1,72 @@
+import CVectorKernels
+import Testing
+
+@testable import FaceTrain
+@testable import FaceTrainEngine
+
+/// The AVX-512 direct kernel inference runs on shallow layers (a network's first), against im2col +
+/// GEMM: strides 1 and 2, paddings 0-2, planes narrower and wider than a vector with ragged ends,
+/// output channels in and past a block of 16; and the same bits however rows and channels are split.
+@Suite struct DirectConvolutionTests {
+    static let cases: [(ConvolutionGeometry, Int)] = [
+        // The detector's first layer on a photo's odd size, and the base's at 80 px.
+        (ConvolutionGeometry(channels: 3, height: 37, width: 53, kernelSize: 3, stride: 2, padding: 1), 16),
+        (ConvolutionGeometry(channels: 3, height: 20, width: 20, kernelSize: 3, stride: 1, padding: 1), 32),
+        (ConvolutionGeometry(channels: 1, height: 5, width: 7, kernelSize: 3, stride: 1, padding: 1), 3),
+        (ConvolutionGeometry(channels: 2, height: 9, width: 34, kernelSize: 3, stride: 2, padding: 0), 20),
+        (ConvolutionGeometry(channels: 4, height: 6, width: 17, kernelSize: 3, stride: 1, padding: 2), 17),
+        (ConvolutionGeometry(channels: 2, height: 11, width: 12, kernelSize: 5, stride: 2, padding: 2), 5),
+        (ConvolutionGeometry(channels: 3, height: 2, width: 3, kernelSize: 3, stride: 2, padding: 1), 1),
+        // 7 channels, 63 taps: the deepest it takes.
+        (ConvolutionGeometry(channels: 7, height: 8, width: 40, kernelSize: 3, stride: 1, padding: 1), 9),
+    ]
+
+    @Test(arguments: cases)
+    func matchesIm2colAndGEMM(_ g: ConvolutionGeometry, _ f: Int) throws {
+        guard facetrain_vector_level() >= 2 else {
+            #expect(!VectorKernels.avx512)
+            return
+        }
+        #expect(g.suitsDirectKernel)
+        let image = TestData.normal([g.channels * g.inputPixels], seed: 71).scalars
+        let weight = TestData.normal([f * g.patchSize], seed: 72).scalars
+        let bias = TestData.normal([f], seed: 73).scalars
+        var columns = [Float](repeating: .nan, count: g.patchSize * g.outputPixels)
+        var expected = [Float](repeating: .nan, count: f * g.outputPixels)
+        convolutionForward(
+            image: image, geometry: g, outputChannels: f, weight: weight, bias: bias, columns: &columns,
+            output: &expected)
+        var whole = [Float](repeating: .nan, count: expected.count)
+        directConvolutionForward(
+            image: image, geometry: g, weight: weight, bias: bias, channels: 0..<f, rows: 0..<g.outputHeight,
+            output: &whole)
+        let worst = zip(whole, expected).map { abs($0 - $1) / max(1, abs($1)) }.max() ?? 0
+        #expect(!whole.contains { !$0.isFinite })
+        #expect(worst < 1e-5, "largest relative difference \(worst)")
+
+        // Split into two row ranges and two channel ranges (the second starting inside a block).
+        var split = [Float](repeating: .nan, count: expected.count)
+        let (middleRow, middleChannel) = (g.outputHeight / 2, f / 2)
+        for rows in [0..<middleRow, middleRow..<g.outputHeight] {
+            for channels in [0..<middleChannel, middleChannel..<f] {
+                directConvolutionForward(
+                    image: image, geometry: g, weight: weight, bias: bias, channels: channels, rows: rows,
+                    output: &split)
+            }
+        }
+        #expect(split.map(\.bitPattern) == whole.map(\.bitPattern))
+    }
+
+    @Test func onlyShallowStrideOneOrTwoKernels() {
+        func geometry(_ channels: Int, _ kernel: Int, _ stride: Int, _ padding: Int) -> ConvolutionGeometry {
+            ConvolutionGeometry(
+                channels: channels, height: 8, width: 8, kernelSize: kernel, stride: stride, padding: padding)
+        }
+        #expect(geometry(3, 3, 2, 1).suitsDirectKernel)
+        #expect(geometry(7, 3, 1, 1).suitsDirectKernel)
+        #expect(!geometry(8, 3, 1, 1).suitsDirectKernel)  // 72 taps
+        #expect(!geometry(3, 3, 3, 1).suitsDirectKernel)
+        #expect(!geometry(16, 1, 1, 0).suitsDirectKernel)  // pointwise: GEMM reads the image itself
+        #expect(geometry(16, 1, 2, 0).suitsDirectKernel)  // a strided 1×1 reads every other pixel: not GEMM's
+    }
+}
