@@ -84,6 +84,49 @@ AVX512 static inline void transpose16(__m512 r[16]) {
     }
 }
 
+/* V of the `columns` tiles of one channel whose 6x6 patches start at `patch_offsets` in `padded`
+   (padded_width wide), into target + position * position_stride. */
+AVX512 static inline void input_tiles(
+    const float *padded, long padded_width, const long *patch_offsets, long columns, float *target,
+    long position_stride) {
+    for (long first = 0; first < columns; first += 16) {
+        __mmask16 mask = lanes_below(columns - first);
+        /* d B, one patch row at a time: each tile's 6 values loaded as a vector (the lanes past
+           them masked, so nothing beyond the plane is read), turned into 16 tiles a vector. */
+        __m512 combined[6][6];
+        for (int i = 0; i < 6; i++) {
+            __m512 row[16];
+            for (long lane = 0; lane < 16; lane++) {
+                long tile = first + lane < columns ? first + lane : first;
+                row[lane] = _mm512_maskz_loadu_ps(0x3F, padded + patch_offsets[tile] + i * padded_width);
+            }
+            transpose16(row);
+            input_combination(row, combined[i]);
+        }
+        /* ... then B^T (d B), one column l at a time; position 6k + l. */
+        for (int l = 0; l < 6; l++) {
+            __m512 column[6] = {combined[0][l], combined[1][l], combined[2][l], combined[3][l], combined[4][l], combined[5][l]};
+            __m512 value[6];
+            input_combination(column, value);
+            for (int k = 0; k < 6; k++) _mm512_mask_storeu_ps(target + first + (6 * k + l) * position_stride, mask, value[k]);
+        }
+    }
+}
+
+/* Rows [first_row, first_row + plane_height) of one channel's zero-padded plane (input at offset
+   (padding, padding), zeros around it) into `plane`, plane_width wide. */
+static void pad_rows(
+    const float *channel, long height, long width, long padding, long first_row, long plane_height, long plane_width,
+    float *plane) {
+    memset(plane, 0, sizeof(float) * (size_t)(plane_height * plane_width));
+    long copied = width < plane_width - padding ? width : plane_width - padding;
+    for (long y = 0; y < plane_height; y++) {
+        long source = first_row + y - padding;
+        if (source < 0 || source >= height) continue;
+        memcpy(plane + y * plane_width + padding, channel + source * width, sizeof(float) * (size_t)copied);
+    }
+}
+
 void facetrain_winograd_input_avx512(
     const float *image, long height, long width, long padding, long padded_height, long padded_width,
     const long *patch_offsets, long columns, long channel_begin, long channel_end, float *padded,
@@ -93,50 +136,22 @@ void facetrain_winograd_input_avx512(
     const float *image, long height, long width, long padding, long padded_height, long padded_width,
     const long *patch_offsets, long columns, long channel_begin, long channel_end, float *padded,
     float *transformed, long channel_stride, long position_stride) {
-    long rows = height < padded_height - padding ? height : padded_height - padding;
-    long copied = width < padded_width - padding ? width : padded_width - padding;
     for (long channel = channel_begin; channel < channel_end; channel++) {
-        memset(padded, 0, sizeof(float) * (size_t)(padded_height * padded_width));
-        const float *source = image + channel * height * width;
-        for (long y = 0; y < rows; y++) {
-            memcpy(padded + (y + padding) * padded_width + padding, source + y * width, sizeof(float) * (size_t)copied);
-        }
-        for (long first = 0; first < columns; first += 16) {
-            __mmask16 mask = lanes_below(columns - first);
-            /* d B, one patch row at a time: each tile's 6 values loaded as a vector (the lanes past
-               them masked, so nothing beyond the plane is read), turned into 16 tiles a vector. */
-            __m512 combined[6][6];
-            for (int i = 0; i < 6; i++) {
-                __m512 row[16];
-                for (long lane = 0; lane < 16; lane++) {
-                    long tile = first + lane < columns ? first + lane : first;
-                    row[lane] = _mm512_maskz_loadu_ps(0x3F, padded + patch_offsets[tile] + i * padded_width);
-                }
-                transpose16(row);
-                input_combination(row, combined[i]);
-            }
-            /* ... then B^T (d B), one column l at a time; position 6k + l. */
-            float *target = transformed + channel * channel_stride + first;
-            for (int l = 0; l < 6; l++) {
-                __m512 column[6] = {combined[0][l], combined[1][l], combined[2][l], combined[3][l], combined[4][l], combined[5][l]};
-                __m512 value[6];
-                input_combination(column, value);
-                for (int k = 0; k < 6; k++) _mm512_mask_storeu_ps(target + (6 * k + l) * position_stride, mask, value[k]);
-            }
-        }
+        pad_rows(image + channel * height * width, height, width, padding, 0, padded_height, padded_width, padded);
+        input_tiles(padded, padded_width, patch_offsets, columns, transformed + channel * channel_stride, position_stride);
     }
 }
 
 void facetrain_winograd_output_avx512(
     const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
-    long output_height, long output_width, const float *bias, const float *scale, const float *shift, int pool,
-    long channel_begin, long channel_end, float *output) AVX512;
+    long output_height, long output_width, long output_plane, const float *bias, const float *scale,
+    const float *shift, int pool, long channel_begin, long channel_end, float *output) AVX512;
 
 void facetrain_winograd_output_avx512(
     const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
-    long output_height, long output_width, const float *bias, const float *scale, const float *shift, int pool,
-    long channel_begin, long channel_end, float *output) {
-    const long plane = pool ? (output_height / 2) * (output_width / 2) : output_height * output_width;
+    long output_height, long output_width, long output_plane, const float *bias, const float *scale,
+    const float *shift, int pool, long channel_begin, long channel_end, float *output) {
+    const long plane = output_plane;
     const long pooled_width = output_width / 2;
     for (long channel = channel_begin; channel < channel_end; channel++) {
         const __m512 b = _mm512_set1_ps(bias[channel]);
@@ -207,5 +222,47 @@ void facetrain_winograd_output_avx512(
                 if (valid_rows > 3) _mm_mask_storeu_ps(p + 3 * output_width, columns_mask, _mm512_extractf32x4_ps(value, 3));
             }
         }
+    }
+}
+
+long facetrain_winograd_band_scratch_size(
+    long channels, long output_channels, long tile_columns, long band_rows) {
+    long tiles = band_rows * tile_columns;
+    /* The patch offsets first (longs, at the scratch's alignment), then V, M and the band's plane. */
+    return tiles * (long)(sizeof(long) / sizeof(float)) + 36 * (channels + output_channels) * tiles +
+           (4 * band_rows + 2) * (4 * tile_columns + 2);
+}
+
+void facetrain_winograd_forward_bands_avx512(
+    const float *image, long channels, long height, long width, long padding, long output_height, long output_width,
+    long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
+    const float *shift, int pool, long band_rows, long tile_row_begin, long tile_row_end, float *scratch,
+    float *output) AVX512;
+
+void facetrain_winograd_forward_bands_avx512(
+    const float *image, long channels, long height, long width, long padding, long output_height, long output_width,
+    long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
+    const float *shift, int pool, long band_rows, long tile_row_begin, long tile_row_end, float *scratch,
+    float *output) {
+    const long most = band_rows * tile_columns, plane_width = 4 * tile_columns + 2;
+    long *offsets = (long *)scratch;
+    float *v = scratch + most * (long)(sizeof(long) / sizeof(float));
+    float *m = v + 36 * channels * most, *plane = m + 36 * output_channels * most;
+    for (long tile = 0; tile < most; tile++) offsets[tile] = 4 * (tile / tile_columns) * plane_width + 4 * (tile % tile_columns);
+    const long output_plane = pool ? (output_height / 2) * (output_width / 2) : output_height * output_width;
+    for (long first = tile_row_begin; first < tile_row_end; first += band_rows) {
+        long rows = tile_row_end - first < band_rows ? tile_row_end - first : band_rows;
+        long tiles = rows * tile_columns;
+        for (long channel = 0; channel < channels; channel++) {
+            pad_rows(image + channel * height * width, height, width, padding, 4 * first, 4 * rows + 2, plane_width, plane);
+            input_tiles(plane, plane_width, offsets, tiles, v + channel * tiles, channels * tiles);
+        }
+        facetrain_winograd_products_avx512(
+            packed, output_channels, v, channels * tiles, m, output_channels * tiles, channels, tiles, 0, output_channels);
+        long band_height = output_height - 4 * first < 4 * rows ? output_height - 4 * first : 4 * rows;
+        float *target = output + (pool ? 2 * first * (output_width / 2) : 4 * first * output_width);
+        facetrain_winograd_output_avx512(
+            m, tiles, output_channels * tiles, tiles, tile_columns, band_height, output_width, output_plane, bias, scale,
+            shift, pool, 0, output_channels, target);
     }
 }

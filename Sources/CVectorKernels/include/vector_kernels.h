@@ -26,12 +26,13 @@ void facetrain_winograd_input_avx512(
 /* Winograd F(4x4, 3x3)'s output transform A^T M A plus the bias for output channels
    [channel_begin, channel_end) of one image whose M rows start at m + f * channel_stride (positions
    position_stride apart), tiles in rows of tile_columns, into output [f, output_height,
-   output_width]. With `scale` and `shift` (inference): y = max(0, x * scale + shift) instead of x,
-   and with `pool` the 2x2 max-pool of y into [f, output_height / 2, output_width / 2] (both even). */
+   output_width], channels output_plane floats apart. With `scale` and `shift` (inference):
+   y = max(0, x * scale + shift) instead of x, and with `pool` the 2x2 max-pool of y into
+   [f, output_height / 2, output_width / 2] (both even). */
 void facetrain_winograd_output_avx512(
     const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
-    long output_height, long output_width, const float *bias, const float *scale, const float *shift, int pool,
-    long channel_begin, long channel_end, float *output);
+    long output_height, long output_width, long output_plane, const float *bias, const float *scale,
+    const float *shift, int pool, long channel_begin, long channel_end, float *output);
 
 /* Rows of U in the products' blocks: U[p] is packed as ceil(F / 12) blocks of [channels, 12]
    (rows past F zero), so that a block's 12 entries of one channel are adjacent. */
@@ -67,5 +68,19 @@ void facetrain_direct_convolution_avx512(
     const float *image, long channels, long height, long width, long kernel, long stride, long padding,
     const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
     float *output, long output_height, long output_width);
+
+/* A whole Winograd F(4x4, 3x3) convolution of one image at inference, band by band: the tile rows
+   [tile_row_begin, tile_row_end), band_rows at a time, each band's input transform, products (U
+   packed as above) and output transform (with the bias, and `scale`, `shift`, `pool` as in
+   facetrain_winograd_output_avx512) done while its V and M stay in cache, where the whole image's
+   V and M of a large plane go to memory and back. The same bits as the three steps over the whole
+   image (every value is computed by the same operations). `scratch` holds
+   facetrain_winograd_band_scratch_size floats. */
+long facetrain_winograd_band_scratch_size(long channels, long output_channels, long tile_columns, long band_rows);
+void facetrain_winograd_forward_bands_avx512(
+    const float *image, long channels, long height, long width, long padding, long output_height, long output_width,
+    long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
+    const float *shift, int pool, long band_rows, long tile_row_begin, long tile_row_end, float *scratch,
+    float *output);
 
 #endif

@@ -46,13 +46,11 @@ package struct FaceDetector: Sendable {
                 width: max(1, Int((Double(image.width) * shrink).rounded())),
                 height: max(1, Int((Double(image.height) * shrink).rounded())))
             : image
-        let padX = Int((Double(shrunk.width) * padding).rounded())
-        let padY = Int((Double(shrunk.height) * padding).rounded())
+        // Rounded, a padded side could pass the limit by a pixel, which would cost the network a
+        // whole stride (641 -> 672 columns): the padding gives way instead.
+        func pad(_ side: Int) -> Int { max(0, min(Int((Double(side) * padding).rounded()), (maximumSide - side) / 2)) }
+        let (padX, padY) = (pad(shrunk.width), pad(shrunk.height))
         let padded = Self.padded(shrunk.converted(channels: 3), horizontal: padX, vertical: padY)
-        // Rounding may take the padded side a pixel past the limit: it must not be shrunk again.
-        let saved = maximumSide
-        maximumSide = max(saved, padded.width, padded.height)
-        defer { maximumSide = saved }
         let scaleX = Double(image.width) / Double(shrunk.width)
         let scaleY = Double(image.height) / Double(shrunk.height)
         return detect(in: padded, scoreFloor: scoreFloor).map { found in

@@ -119,6 +119,27 @@ func winogradConvolutionForwardShared(
     }
 }
 
+/// `winogradConvolutionForward` of one image at inference on the AVX-512 kernels (U packed), band
+/// by band (`WinogradGeometry.bandRows`) over the tile rows `tileRows` (all of them, or a worker's
+/// share: bands are independent): the same bits as the three steps over the whole image.
+/// `scratch` holds `winogradBandScratchSize` floats.
+func winogradConvolutionForwardBands(
+    image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int, packedWeight: UnsafePointer<Float>,
+    bias: UnsafePointer<Float>, activation: WinogradActivation?, bandRows: Int, tileRows: Range<Int>,
+    scratch: UnsafeMutablePointer<Float>, output: UnsafeMutablePointer<Float>
+) {
+    let g = w.convolution
+    facetrain_winograd_forward_bands_avx512(
+        image, g.channels, g.height, g.width, g.padding, g.outputHeight, g.outputWidth, w.tileColumns, packedWeight, f,
+        bias, activation?.scale, activation?.shift, activation?.pool == true ? 1 : 0, bandRows, tileRows.lowerBound,
+        tileRows.upperBound, scratch, output)
+}
+
+/// Scratch floats of `winogradConvolutionForwardBands` (a band's V, M, plane and patch offsets).
+func winogradBandScratchSize(_ w: WinogradGeometry, outputChannels f: Int, bandRows: Int) -> Int {
+    facetrain_winograd_band_scratch_size(w.convolution.channels, f, w.tileColumns, bandRows)
+}
+
 /// Scratch floats of `winogradConvolutionForwardShared`: one image's V and M, and a plane per part.
 func winogradSharedScratchSize(_ w: WinogradGeometry, outputChannels f: Int, parts: Int) -> Int {
     winogradScratchSize(w, outputChannels: f, images: 1) + (parts - 1) * w.paddedPlaneSize

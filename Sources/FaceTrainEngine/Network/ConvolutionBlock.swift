@@ -71,12 +71,17 @@ struct ConvolutionBlock: Sendable {
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let training = mode == .training
         let winograd = depthwise ? nil : WinogradGeometry(g)
-        let group = winograd?.imagesPerGroup(available: chunks.map(\.count).max() ?? 1) ?? 1
         let packed = !training && VectorKernels.avx512
-        // Inference with the AVX-512 kernels runs a shallow im2col layer directly: no column matrix.
+        // Inference with the AVX-512 kernels runs a large plane's Winograd band by band, and a shallow
+        // im2col layer directly (no column matrix).
+        let bandRows = packed ? winograd?.bandRows(outputChannels: f) : nil
         let direct = packed && winograd == nil && !depthwise && g.suitsDirectKernel
+        let group = bandRows != nil ? 1 : winograd?.imagesPerGroup(available: chunks.map(\.count).max() ?? 1) ?? 1
         let scratchSize =
-            winograd.map { winogradScratchSize($0, outputChannels: f, images: group) } ?? (direct ? 0 : patch * pixels)
+            winograd.map { w in
+                bandRows.map { winogradBandScratchSize(w, outputChannels: f, bandRows: $0) }
+                    ?? winogradScratchSize(w, outputChannels: f, images: group)
+            } ?? (direct ? 0 : patch * pixels)
         convolutionOutput.resize(batch * f * pixels)
         scratch.resize(chunks.count * scratchSize)
         let transformed = transformWeights(conv, winograd, packed: packed)
@@ -101,7 +106,8 @@ struct ConvolutionBlock: Sendable {
             for image in 0..<batch {
                 forwardSharingImage(
                     input + image * inputSize, geometry: g, winograd: winograd, transformedWeight: transformed,
-                    packed: packed, direct: direct, convolution: conv, output: output + image * pooledSize)
+                    packed: packed, bandRows: bandRows, direct: direct, convolution: conv,
+                    output: output + image * pooledSize)
             }
             return
         }
@@ -114,7 +120,17 @@ struct ConvolutionBlock: Sendable {
                         let range = chunks[chunk]
                         for first in stride(from: range.lowerBound, to: range.upperBound, by: group) {
                             let images = first..<min(first + group, range.upperBound)
-                            if let winograd, let transformed {
+                            if let winograd, let transformed, let bandRows {
+                                for image in images {
+                                    winogradConvolutionForwardBands(
+                                        image: input + image * inputSize, geometry: winograd, outputChannels: f,
+                                        packedWeight: transformed, bias: bias.baseAddress!, activation: activation,
+                                        bandRows: bandRows, tileRows: 0..<winograd.tileRows,
+                                        scratch: columns + chunk * scratchSize,
+                                        output: activation == nil ? x + image * outputSize : output + image * pooledSize)
+                                }
+                                if activation != nil { continue }
+                            } else if let winograd, let transformed {
                                 winogradConvolutionForward(
                                     images: input + first * inputSize, count: images.count, geometry: winograd,
                                     outputChannels: f, transformedWeight: transformed, packed: packed,
@@ -197,7 +213,7 @@ struct ConvolutionBlock: Sendable {
     /// shipped networks, a small share of their work) stay on one worker.
     private mutating func forwardSharingImage(
         _ image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, winograd: WinogradGeometry?,
-        transformedWeight: UnsafePointer<Float>?, packed: Bool, direct: Bool, convolution conv: Conv2D,
+        transformedWeight: UnsafePointer<Float>?, packed: Bool, bandRows: Int?, direct: Bool, convolution conv: Conv2D,
         output: UnsafeMutablePointer<Float>
     ) {
         let (f, pixels, parts) = (conv.outputChannels, g.outputPixels, Parallel.workerCount)
@@ -214,6 +230,24 @@ struct ConvolutionBlock: Sendable {
                 output: output + channels.lowerBound * pooledPerChannel, winners: nil)
         }
         conv.bias.value.scalars.withUnsafeBufferPointer { bias in
+            if let winograd, let transformedWeight, let bandRows {
+                // A large plane: each worker takes a share of the tile rows, band by band.
+                let shares = Parallel.ranges(winograd.tileRows, parts: parts)
+                let size = winogradBandScratchSize(winograd, outputChannels: f, bandRows: bandRows)
+                scratch.resize(shares.count * size)
+                let work = scratch.mutablePointer()
+                withFoldedActivation(folded) { activation in
+                    Parallel.forEach(shares.count) { part in
+                        winogradConvolutionForwardBands(
+                            image: image, geometry: winograd, outputChannels: f, packedWeight: transformedWeight,
+                            bias: bias.baseAddress!, activation: activation, bandRows: bandRows, tileRows: shares[part],
+                            scratch: work + part * size, output: folded ? output : x)
+                    }
+                }
+                let ranges = Parallel.ranges(f, parts: parts)
+                Parallel.forEach(ranges.count) { finish(ranges[$0]) }
+                return
+            }
             if let winograd, let transformedWeight {
                 scratch.resize(winogradSharedScratchSize(winograd, outputChannels: f, parts: parts))
                 let work = scratch.mutablePointer()

@@ -288,6 +288,67 @@ import Testing
         #expect(split.array.map(\.bitPattern) == whole.array.map(\.bitPattern))
     }
 
+    /// Inference band by band (a large plane's V and M kept in cache) gives the whole image's bits:
+    /// bands of 1-3 tile rows, a last band shorter, tile rows shared by two workers at a band's middle,
+    /// with the bias alone, with normalisation and ReLU folded in, and with the 2×2 pool too; and
+    /// `bandRows` bands only planes whose V and M pass the budget.
+    @Test(arguments: [(16, 40, 52, 1, 24), (8, 37, 45, 1, 5), (10, 18, 35, 0, 13), (12, 30, 30, 2, 12)])
+    func bandsGiveTheWholeImageBits(_ shape: (channels: Int, height: Int, width: Int, padding: Int, f: Int)) throws {
+        guard facetrain_vector_level() >= 2 else {
+            #expect(!VectorKernels.avx512)
+            return
+        }
+        let g = ConvolutionGeometry(
+            channels: shape.channels, height: shape.height, width: shape.width, kernelSize: 3, stride: 1,
+            padding: shape.padding)
+        let f = shape.f
+        let winograd = try #require(WinogradGeometry(g))
+        let x = Floats(TestData.normal([g.channels * g.inputPixels], seed: 81).scalars)
+        let weight = TestData.normal([f * g.patchSize], seed: 82).scalars
+        let bias = Floats(TestData.normal([f], seed: 83).scalars)
+        let scale = Floats(TestData.normal([f], seed: 84).scalars)
+        let shift = Floats(TestData.normal([f], seed: 85).scalars)
+        let u = Floats(count: winogradFilterSize(outputChannels: f, inputChannels: g.channels), repeating: .nan)
+        weight.withUnsafeBufferPointer {
+            winogradFilterTransform(
+                weight: $0.baseAddress!, outputChannels: f, inputChannels: g.channels, transformed: u.pointer)
+        }
+        let packed = Floats(count: facetrain_winograd_packed_size(f, g.channels), repeating: .nan)
+        facetrain_winograd_pack(
+            u.pointer, winogradFilterStride(outputChannels: f, inputChannels: g.channels), f, g.channels, packed.pointer)
+        let (h, w) = (g.outputHeight, g.outputWidth)
+        let pools = h % 2 == 0 && w % 2 == 0 ? [false, true] : [false]
+        let activations: [WinogradActivation?] =
+            [nil] + pools.map { WinogradActivation(scale: scale.pointer, shift: shift.pointer, pool: $0) }
+        for activation in activations {
+            let size = activation?.pool == true ? f * (h / 2) * (w / 2) : f * h * w
+            let whole = Floats(count: size, repeating: .nan)
+            let scratch = Floats(count: winogradScratchSize(winograd, outputChannels: f, images: 1), repeating: .nan)
+            winogradConvolutionForward(
+                images: x.pointer, count: 1, geometry: winograd, outputChannels: f, transformedWeight: packed.pointer,
+                packed: true, bias: bias.pointer, scratch: scratch.pointer, activation: activation,
+                output: whole.pointer)
+            for bandRows in 1...3 {
+                let banded = Floats(count: size, repeating: .nan)
+                let middle = winograd.tileRows / 2 + 1
+                for share in [0..<middle, middle..<winograd.tileRows] {
+                    let work = Floats(
+                        count: winogradBandScratchSize(winograd, outputChannels: f, bandRows: bandRows), repeating: .nan)
+                    winogradConvolutionForwardBands(
+                        image: x.pointer, geometry: winograd, outputChannels: f, packedWeight: packed.pointer,
+                        bias: bias.pointer, activation: activation, bandRows: bandRows, tileRows: share,
+                        scratch: work.pointer, output: banded.pointer)
+                }
+                #expect(
+                    banded.array.map(\.bitPattern) == whole.array.map(\.bitPattern),
+                    "bands of \(bandRows), activation \(activation.map { $0.pool ? "pooled" : "folded" } ?? "none")")
+            }
+        }
+        let band = try #require(winograd.bandRows(outputChannels: 4096), "4,096 output channels pass the budget")
+        #expect(band == 1)
+        #expect(winograd.bandRows(outputChannels: 1) == nil, "a small plane of one output channel fits")
+    }
+
     /// A batch smaller than the workers runs each image with all workers on it (Winograd split by
     /// channels, then output channels; im2col's and a pointwise product by output channels): every
     /// image alone gives what it gives among others, where one worker runs it whole, to float rounding
