@@ -468,7 +468,8 @@ func winogradOutputTransform(
     if vector {
         let range = channels ?? 0..<f
         facetrain_winograd_output_avx512(
-            m, n * columns, stride, w.tiles, w.tileColumns, oh, ow, activation?.pool == true ? (oh / 2) * (ow / 2) : oh * ow,
+            m, n * columns, stride, w.tiles, w.tileColumns, oh, ow,
+            activation?.pool == true ? (oh / 2) * (ow / 2) : oh * ow,
             bias, activation?.scale, activation?.shift, activation?.pool == true ? 1 : 0, range.lowerBound,
             range.upperBound, output)
         return

@@ -124,7 +124,8 @@ func winogradConvolutionForwardShared(
 /// share: bands are independent): the same bits as the three steps over the whole image.
 /// `scratch` holds `winogradBandScratchSize` floats.
 func winogradConvolutionForwardBands(
-    image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int, packedWeight: UnsafePointer<Float>,
+    image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
+    packedWeight: UnsafePointer<Float>,
     bias: UnsafePointer<Float>, activation: WinogradActivation?, bandRows: Int, tileRows: Range<Int>,
     scratch: UnsafeMutablePointer<Float>, output: UnsafeMutablePointer<Float>
 ) {

@@ -127,7 +127,8 @@ struct ConvolutionBlock: Sendable {
                                         packedWeight: transformed, bias: bias.baseAddress!, activation: activation,
                                         bandRows: bandRows, tileRows: 0..<winograd.tileRows,
                                         scratch: columns + chunk * scratchSize,
-                                        output: activation == nil ? x + image * outputSize : output + image * pooledSize)
+                                        output: activation == nil ? x + image * outputSize : output + image * pooledSize
+                                    )
                                 }
                                 if activation != nil { continue }
                             } else if let winograd, let transformed {

@@ -315,7 +315,8 @@ import Testing
         }
         let packed = Floats(count: facetrain_winograd_packed_size(f, g.channels), repeating: .nan)
         facetrain_winograd_pack(
-            u.pointer, winogradFilterStride(outputChannels: f, inputChannels: g.channels), f, g.channels, packed.pointer)
+            u.pointer, winogradFilterStride(outputChannels: f, inputChannels: g.channels), f, g.channels, packed.pointer
+        )
         let (h, w) = (g.outputHeight, g.outputWidth)
         let pools = h % 2 == 0 && w % 2 == 0 ? [false, true] : [false]
         let activations: [WinogradActivation?] =
@@ -333,7 +334,8 @@ import Testing
                 let middle = winograd.tileRows / 2 + 1
                 for share in [0..<middle, middle..<winograd.tileRows] {
                     let work = Floats(
-                        count: winogradBandScratchSize(winograd, outputChannels: f, bandRows: bandRows), repeating: .nan)
+                        count: winogradBandScratchSize(winograd, outputChannels: f, bandRows: bandRows), repeating: .nan
+                    )
                     winogradConvolutionForwardBands(
                         image: x.pointer, geometry: winograd, outputChannels: f, packedWeight: packed.pointer,
                         bias: bias.pointer, activation: activation, bandRows: bandRows, tileRows: share,
