@@ -12,6 +12,12 @@ final class RecognitionService: @unchecked Sendable {
     /// Predictors by version, the most recently used last; at most `cachedVersions`.
     private var predictors: [(version: Int, predictor: FacePredictor)] = []
     static let cachedVersions = 3
+    /// Copies of the detector and of cached versions' predictors that finished a request, at most
+    /// `idleCopies` of each: their network buffers already have a photo's sizes, where a fresh copy
+    /// allocates (and the kernel zeroes) its tens of MB again for every request.
+    private var idleDetectors: [FaceDetector] = []
+    private var idlePredictors: [Int: [FacePredictor]] = [:]
+    static let idleCopies = 4
     /// The detector's best face score per crop SHA-256 (crops never change, so it never goes stale).
     private var scores: [String: Double] = [:]
 
@@ -35,9 +41,21 @@ final class RecognitionService: @unchecked Sendable {
     /// The faces of `image` and what version `version` (nil: the published one) says of each.
     func recognize(_ image: Image, version: Int?) throws -> (version: Int, faces: [RecognizedFace]) {
         let (version, detector, predictor) = try parts(version: version)
-        // This request's copies: each holds its own network buffers.
+        // This request's copies: each holds its own network buffers, kept afterwards for another.
         var recognizer = FaceRecognizer(detector: detector, predictor: predictor)
+        defer { keepIdle(recognizer.detector, recognizer.predictor, version: version) }
         return (version, try recognizer.recognize(image))
+    }
+
+    private func keepIdle(_ detector: FaceDetector, _ predictor: FacePredictor, version: Int) {
+        lock.withLock {
+            if idleDetectors.count < Self.idleCopies { idleDetectors.append(detector) }
+            // A version forgotten or dropped from the cache meanwhile keeps no copies.
+            guard predictors.contains(where: { $0.version == version }) else { return }
+            if idlePredictors[version, default: []].count < Self.idleCopies {
+                idlePredictors[version, default: []].append(predictor)
+            }
+        }
     }
 
     /// The detector's best face score on each file (padded as the face check pads it; 0 when no
@@ -78,6 +96,7 @@ final class RecognitionService: @unchecked Sendable {
         lock.withLock {
             for hash in cropHashes { scores[hash] = nil }
             predictors.removeAll { versions.contains($0.version) }
+            for version in versions { idlePredictors[version] = nil }
             recent = [:]
             recentOrder = []
         }
@@ -111,13 +130,14 @@ final class RecognitionService: @unchecked Sendable {
             }
             version = pointer.version
         }
-        let detector = try loadedDetector()
+        var detector = try loadedDetector()
         lock.lock()
         defer { lock.unlock() }
+        if let idle = idleDetectors.popLast() { detector = idle }
         if let index = predictors.firstIndex(where: { $0.version == version }) {
             let entry = predictors.remove(at: index)
             predictors.append(entry)
-            return (version, detector, entry.predictor)
+            return (version, detector, idlePredictors[version]?.popLast() ?? entry.predictor)
         }
         let url = repository.bundleURL(version: version)
         guard FileSystem.kind(at: url) == .directory else {
@@ -128,7 +148,7 @@ final class RecognitionService: @unchecked Sendable {
             throw ClientError(409, "version \(version) cannot be used: \(error)")
         }
         predictors.append((version, predictor))
-        if predictors.count > Self.cachedVersions { predictors.removeFirst() }
+        if predictors.count > Self.cachedVersions { idlePredictors[predictors.removeFirst().version] = nil }
         return (version, detector, predictor)
     }
 }

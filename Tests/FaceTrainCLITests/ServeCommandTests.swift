@@ -293,10 +293,12 @@ struct ServeCommandTests {
         // Each of the first user's crops: one face, the whole image, and the model names its owner.
         var named = 0
         let crops = try Self.crops(synth, user: 3)
+        var firstFace: [String: Any]?
         for crop in crops {
             let answer = try post("/v1/recognize", crop)
             #expect(answer.status == 200 && answer.object["version"] as? Int == 1, "\(answer.object)")
             let faces = answer.object["faces"] as? [[String: Any]] ?? []
+            if crop == crops[0] { firstFace = faces.first }
             #expect(faces.count <= 1, "\(answer.object)")
             guard let face = faces.first else { continue }
             #expect(face["whole_image"] as? Bool == true && (face["landmarks"] as? [[Double]])?.count == 5)
@@ -326,6 +328,16 @@ struct ServeCommandTests {
             #expect(lefts.count == 2 && lefts[0] < 240 && lefts[1] > 240, "largest (left) face first: \(lefts)")
             #expect(faces.map { $0["label"] as? String } == [String(ids[0]), String(ids[1])], "\(faces)")
         }
+        // The server keeps a finished request's networks for the next: after the larger photo, the
+        // first crop gets its first answer again (to float rounding: workers may share it or not).
+        let again = (try post("/v1/recognize", crops[0]).object["faces"] as? [[String: Any]])?.first
+        let (box, expected) = (again?["box"] as? [Double] ?? [], firstFace?["box"] as? [Double] ?? [.nan])
+        #expect(again?["label"] as? String == firstFace?["label"] as? String)
+        #expect(
+            box.count == expected.count && zip(box, expected).allSatisfy { abs($0 - $1) < 1e-3 },
+            "\(box) against \(expected)")
+        let (p, q) = (again?["probability"] as? Double ?? 0, firstFace?["probability"] as? Double ?? 1)
+        #expect(abs(p - q) < 1e-4, "probability \(p) against \(q)")
 
         // Verify: the owner's crop against the owner and against someone else.
         let own = try post("/v1/users/\(ids[0])/verify", crops[0])

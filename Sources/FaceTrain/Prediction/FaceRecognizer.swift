@@ -10,7 +10,8 @@ package struct FaceRecognizer {
     package var thresholds: FaceCheckThresholds
     package var template: AlignmentTemplate = .celebaMean96
     package var cropSide = 128
-    private var detector: FaceDetector
+    /// Package-visible so that a server can keep the copy, with its buffers, for the next photo.
+    package private(set) var detector: FaceDetector
 
     package init(detector: FaceDetector, predictor: FacePredictor, thresholds: FaceCheckThresholds = .standard) {
         self.detector = detector
