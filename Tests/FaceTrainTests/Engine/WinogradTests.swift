@@ -396,6 +396,45 @@ import Testing
         }
     }
 
+    /// A plane large enough to band (`WinogradGeometry.bandRows`) and a first layer run directly, in
+    /// a batch (each image on one worker, band by band), alone (tile rows shared by the workers) and
+    /// layer by layer: the same output to float rounding, pooled and not.
+    @Test func largePlanesInBandsEqualTheLayersOneByOne() throws {
+        try #require(Parallel.workerCount > 1, "one worker: the shared path cannot run (FACETRAIN_THREADS=1?)")
+        let side = 200
+        let layers: [LayerSpecification] = [
+            .conv2D(inputChannels: 3, outputChannels: 8, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 8, epsilon: 1e-5, momentum: 0.1), .relu,
+            .conv2D(inputChannels: 8, outputChannels: 16, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 16, epsilon: 1e-5, momentum: 0.1), .relu,
+            .conv2D(inputChannels: 16, outputChannels: 16, kernelSize: 3, stride: 1, padding: 1),
+            .batchNorm2D(channels: 16, epsilon: 1e-5, momentum: 0.1), .relu, .maxPool2D(size: 2, stride: 2),
+            .conv2D(inputChannels: 16, outputChannels: 4, kernelSize: 1, stride: 1, padding: 0),
+        ]
+        let definition = ModelDefinition(
+            input: InputSpecification(width: side, height: side, channels: 3), layers: layers, classLabels: [])
+        let g = ConvolutionGeometry(channels: 8, height: side, width: side, kernelSize: 3, stride: 1, padding: 1)
+        #expect(try #require(WinogradGeometry(g)).bandRows(outputChannels: 16) != nil, "the plane is banded")
+        let count = Parallel.workerCount
+        let images = TestData.normal([count, 3, side, side], seed: 91)
+        // Fresh running statistics: normalisation is an affine map all the same, folded or not.
+        var network = try Network(definition: definition, seed: 5)
+        network.imageSharing = .always
+        let together = network.forward(images, mode: .inference)
+        var plain = network.layers
+        var y = images
+        for index in plain.indices { y = plain[index].forward(y, mode: .inference) }
+        #expect(GradientCheck.relativeError(together.scalars, y.scalars.map(Double.init)) < 1e-5)
+        let (size, outputSize) = (3 * side * side, together.scalars.count / count)
+        for image in 0..<count {
+            let alone = network.forward(
+                Tensor(shape: [1, 3, side, side], scalars: Array(images.scalars[image * size..<(image + 1) * size])),
+                mode: .inference)
+            let expected = Array(together.scalars[image * outputSize..<(image + 1) * outputSize]).map(Double.init)
+            #expect(GradientCheck.relativeError(alone.scalars, expected) < 1e-5, "image \(image)")
+        }
+    }
+
     /// The blocks keep the transformed weights between forward passes only while the weights are
     /// the same: after an update (by hand, or a training step) inference equals a fresh network's.
     @Test func transformedWeightsFollowEveryUpdate() throws {
