@@ -12,7 +12,10 @@ package struct FaceDetector: Sendable {
     package var maximumSide: Int
 
     /// `strides` lists the heads' strides in the order of the network's outputs.
-    package init(model: TrainedModel, strides: [Int], maximumSide: Int = 640) {
+    /// The longer side photos are shrunk to: the scale of the photos the detector learnt from.
+    package static let defaultMaximumSide = 640
+
+    package init(model: TrainedModel, strides: [Int], maximumSide: Int = defaultMaximumSide) {
         // The model comes from a checked detector file or a training run: its weights fit.
         network = try! Network(model: model)
         // Copies (one per request or thread) then share the transformed weights.

@@ -59,16 +59,26 @@ struct ExportPlan {
     let classLabels: [String]
     let naming: ExportNaming
     let steps: [Step]
+    /// The graph's outputs: the softmax's probabilities of a classifier, or a detector's heads,
+    /// each with its channels.
+    let outputs: [(name: String, channels: Int)]
+    /// A detector's plan: its input any size, its outputs the heads.
+    var isDetector: Bool { outputs.first?.name != naming.probabilitiesName }
 
-    init(model: TrainedModel, naming: ExportNaming) throws(ExportError) {
+    /// A classifier's plan, or with `heads` (one name per output layer of the definition, finest
+    /// first) a detector's: no softmax, the heads' blobs named and output as they are.
+    init(model: TrainedModel, naming: ExportNaming, heads: [String]? = nil) throws(ExportError) {
         let definition = model.definition
         // The check training ran before its first step: exports refuse nothing it accepted.
         let data: [ModelDefinition.LayerData]
         do {
-            try definition.validate(as: .classifier)
+            if heads == nil { try definition.validate(as: .classifier) }
             data = try definition.checkedLayers()
         } catch {
             throw ExportError(error)
+        }
+        if let heads, heads.count != definition.outputLayers.count {
+            throw .invalidNaming(reason: "\(heads.count) head names for \(definition.outputLayers.count) outputs")
         }
         guard model.weights.count == definition.layers.count else {
             throw .weightCountMismatch(layers: definition.layers.count, weights: model.weights.count)
@@ -114,16 +124,32 @@ struct ExportPlan {
             let shape = data[index].shape
             graphShape = data[index].isFlattened || shape.count == 3 ? shape : shape + [1, 1]
         }
-        pending.append(("softmax", .softmax, nil, true))
+        if heads == nil { pending.append(("softmax", .softmax, nil, true)) }
 
         let layerNames = naming.layerNames ?? pending.map(\.name)
-        let blobNames = naming.blobNames ?? layerNames.dropLast().map { "\($0)_out" }
-        try Self.validate(naming: naming, layerNames: layerNames, blobNames: blobNames, layerCount: pending.count)
+        // Each step's output blob: "<layer>_out", the softmax's the probabilities, a head its name.
+        var outputs: [String]
+        if let heads {
+            outputs = naming.blobNames ?? layerNames.map { "\($0)_out" }
+            guard outputs.count == pending.count else {
+                throw .invalidNaming(reason: "\(outputs.count) blob names for \(pending.count) exported layers")
+            }
+            for (head, layer) in zip(heads, definition.outputLayers) { outputs[producers[layer]] = head }
+            self.outputs = zip(heads, definition.outputLayers).map { ($0, data[$1].shape[0]) }
+        } else {
+            let blobNames = naming.blobNames ?? layerNames.dropLast().map { "\($0)_out" }
+            guard blobNames.count == pending.count - 1 else {
+                throw .invalidNaming(
+                    reason: "\(blobNames.count) blob names for \(pending.count - 1) intermediate outputs")
+            }
+            outputs = blobNames + [naming.probabilitiesName]
+            self.outputs = [(naming.probabilitiesName, definition.classLabels.count)]
+        }
+        try Self.validate(naming: naming, layerNames: layerNames, outputs: outputs, layerCount: pending.count)
         guard naming.batchNormTensorSuffixes.count == 4, Set(naming.batchNormTensorSuffixes).count == 4 else {
             throw .invalidNaming(reason: "batchNormTensorSuffixes needs four different names")
         }
 
-        let outputs = blobNames + [naming.probabilitiesName]
         var steps: [Step] = []
         for (index, layer) in pending.enumerated() {
             let name = layerNames[index]
@@ -150,19 +176,17 @@ struct ExportPlan {
 
     // MARK: - Checks
 
+    /// `outputs`: every step's output blob, the last one's included.
     private static func validate(
-        naming: ExportNaming, layerNames: [String], blobNames: [String], layerCount: Int
+        naming: ExportNaming, layerNames: [String], outputs: [String], layerCount: Int
     ) throws(ExportError) {
         guard layerNames.count == layerCount else {
             throw .invalidNaming(reason: "\(layerNames.count) layer names for \(layerCount) exported layers")
         }
-        guard blobNames.count == layerCount - 1 else {
-            throw .invalidNaming(reason: "\(blobNames.count) blob names for \(layerCount - 1) intermediate outputs")
-        }
         if let duplicate = firstDuplicate(layerNames) {
             throw .invalidNaming(reason: "layer name '\(duplicate)' is used twice")
         }
-        let blobs = [naming.inputName] + blobNames + [naming.probabilitiesName]
+        let blobs = [naming.inputName] + outputs
         if let duplicate = firstDuplicate(blobs + [naming.predictedLabelName]) {
             throw .invalidNaming(reason: "blob or feature name '\(duplicate)' is used twice")
         }

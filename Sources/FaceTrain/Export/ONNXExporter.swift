@@ -33,6 +33,7 @@ public struct ONNXExportOptions: Sendable, Equatable {
 /// GlobalAveragePool / Flatten / Gemm / Add (residual, two blob inputs) / PRelu / Identity (route) /
 /// Resize (nearest upsampling), and
 /// Softmax probabilities [N, classes] as the output. The labels are in `metadata_props["class_labels"]`.
+/// A detector (`encodeDetector`) has no softmax: its heads are the outputs, and its input any size.
 ///
 /// Field numbers follow `onnx.proto` (proto2: fields that are set are written even when zero), as
 /// from github.com/onnx/onnx (`onnx/onnx.proto`, IR version 7; operators as in its Operators.md
@@ -67,7 +68,21 @@ public enum ONNXExporter {
     public static func encode(
         _ model: TrainedModel, metadata: ExportMetadata, options: ONNXExportOptions = .product
     ) throws(ExportError) -> Data {
-        let plan = try ExportPlan(model: model, naming: options.naming)
+        try encode(ExportPlan(model: model, naming: options.naming), metadata: metadata, options: options)
+    }
+
+    /// The serialized `onnx.ModelProto` of a detector: input [N, C, H, W] of any height and width
+    /// (multiples of the coarsest stride), one output per head named by `heads` (finest first),
+    /// [N, channels, H / stride, W / stride], the network's raw values (no softmax, no decoding).
+    package static func encodeDetector(
+        _ model: TrainedModel, heads: [String], metadata: ExportMetadata, options: ONNXExportOptions = .product
+    ) throws(ExportError) -> Data {
+        try encode(ExportPlan(model: model, naming: options.naming, heads: heads), metadata: metadata, options: options)
+    }
+
+    private static func encode(
+        _ plan: ExportPlan, metadata: ExportMetadata, options: ONNXExportOptions
+    ) throws(ExportError) -> Data {
         let nodes = plan.steps.map(\.operation.onnxNode)
         let reserved: Set<String> = [
             Preprocessing.scaleTensor, Preprocessing.biasTensor, Preprocessing.mulNode, Preprocessing.scaled,
@@ -101,11 +116,17 @@ public enum ONNXExporter {
 
     /// `metadata_props` in file order: labels and input layout first, then the free-form entries.
     private static func metadataProperties(_ plan: ExportPlan, _ metadata: ExportMetadata) -> [(String, String)] {
-        var properties = [
-            (MetadataKey.classLabels, jsonArray(plan.classLabels)),
-            (MetadataKey.inputLayout, "NCHW \(plan.colorSpaceName), raw 0..255 floats; scaling is inside the graph"),
-            (MetadataKey.imageSize, "\(plan.input.width)x\(plan.input.height)"),
-        ]
+        var properties =
+            plan.isDetector
+            ? [(MetadataKey.inputLayout, "NCHW \(plan.colorSpaceName), raw 0..255 floats; scaling is inside the graph")]
+            : [
+                (MetadataKey.classLabels, jsonArray(plan.classLabels)),
+                (
+                    MetadataKey.inputLayout,
+                    "NCHW \(plan.colorSpaceName), raw 0..255 floats; scaling is inside the graph"
+                ),
+                (MetadataKey.imageSize, "\(plan.input.width)x\(plan.input.height)"),
+            ]
         if !metadata.author.isEmpty { properties.append((MetadataKey.author, metadata.author)) }
         if !metadata.license.isEmpty { properties.append((MetadataKey.license, metadata.license)) }
         properties += metadata.userDefinedEntries.map { ($0.key, $0.value) }
@@ -145,10 +166,16 @@ public enum ONNXExporter {
         }
 
         let batch = Dimension.symbolic("N")
-        writeValueInfo(
-            11, name: input,
-            dims: [batch, .fixed(channels), .fixed(plan.input.height), .fixed(plan.input.width)], to: &graph)
-        writeValueInfo(12, name: plan.naming.probabilitiesName, dims: [batch, .fixed(plan.classCount)], to: &graph)
+        // A detector takes photos of any size (multiples of its coarsest stride).
+        let (height, width): (Dimension, Dimension) =
+            plan.isDetector ? (.symbolic("H"), .symbolic("W")) : (.fixed(plan.input.height), .fixed(plan.input.width))
+        writeValueInfo(11, name: input, dims: [batch, .fixed(channels), height, width], to: &graph)
+        for output in plan.outputs {
+            let dims: [Dimension] =
+                plan.isDetector
+                ? [batch, .fixed(output.channels), .unknown, .unknown] : [batch, .fixed(output.channels)]
+            writeValueInfo(12, name: output.name, dims: dims, to: &graph)
+        }
     }
 
     /// The initializer names of a step's node: "<layer>.<suffix>", in the node's order.
@@ -161,6 +188,8 @@ public enum ONNXExporter {
     private enum Dimension {
         case fixed(Int)
         case symbolic(String)
+        /// Known only when the graph runs (a detector head's height and width).
+        case unknown
     }
 
     /// `inputs`: the data blobs, then the initializers.
@@ -235,6 +264,7 @@ public enum ONNXExporter {
                                 switch dim {
                                 case .fixed(let value): dimension.writeSigned(1, Int64(value), always: true)
                                 case .symbolic(let parameter): dimension.writeString(2, parameter, always: true)
+                                case .unknown: break
                                 }
                             }
                         }

@@ -205,6 +205,41 @@ struct DetectorEval: Command {
     }
 }
 
+/// `facetrain detector export`: a detector's network as ONNX for other runtimes (onnxruntime and
+/// `make bench-inference`), its heads as outputs; the file's metadata says how to read them.
+struct DetectorExport: Command {
+    static let name = "detector export"
+    static let abstract = "Write a face detector's network as ONNX: any input size, its heads as outputs."
+    static var options: [OptionSpec] {
+        [
+            .option(
+                "detector", "dir", "Detector folder written by `facetrain detector train`, or builtin.",
+                default: "builtin"),
+            .required("out", "file", "ONNX file to write (atomically)."),
+        ]
+    }
+
+    let detector: String
+    let out: URL
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        detector = try arguments.required("detector")
+        out = URL(fileURLWithPath: try arguments.required("out"))
+    }
+
+    func run() throws -> ExitCode {
+        let model = try DetectorModel.resolve(detector)
+        let data = try model.onnxExport()
+        try DurableFile.write(data, to: out)
+        print(
+            "\(out.path): ONNX export of detector \(model.manifest.name) v\(model.manifest.version) (\(model.source)), "
+                + "outputs \(model.onnxHeadNames.joined(separator: ", ")), \(data.count) bytes, sha256 \(SHA256.hash(data))"
+        )
+        return .success
+    }
+}
+
 /// Detector training progress: a live bar on a terminal, a line per epoch, JSON lines with --json.
 final class DetectorProgress: DetectorTrainingObserver {
     private let printer: ProgressPrinter
