@@ -50,7 +50,7 @@ struct FaceTrainCommand {
             ListVersions.self,
             Publish.self, Rollback.self, Serve.self, Erase.self, Bench.self,
             Architectures.self, BLAS.self, Detect.self, FaceCheckCommand.self, Crop.self, DetectorTrain.self,
-            DetectorEval.self, DetectorExport.self,
+            DetectorEval.self, DetectorExport.self, DetectorBench.self,
         ]
             + TestHooks.commands
     }

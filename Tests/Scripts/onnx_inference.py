@@ -2,7 +2,8 @@
 model on the CPU provider with a fixed number of intra-op threads, printed as one JSON line.
 
 Not a test: it measures, it checks nothing. The model's first input is fed random images of its
-own shape (a symbolic batch dimension becomes the batch size asked for).
+own shape (a symbolic batch dimension becomes the batch size asked for; a symbolic height and
+width, a detector's, become --height and --width).
 """
 
 import argparse
@@ -19,6 +20,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=3)
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--width", type=int, default=640)
     args = parser.parse_args()
 
     options = onnxruntime.SessionOptions()
@@ -27,7 +30,8 @@ def main():
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
     entry = session.get_inputs()[0]
-    shape = [dimension if isinstance(dimension, int) else 1 for dimension in entry.shape]
+    symbolic = [1, 1, args.height, args.width]
+    shape = [dimension if isinstance(dimension, int) else symbolic[axis] for axis, dimension in enumerate(entry.shape)]
     generator = np.random.default_rng(1)
 
     def images(count):

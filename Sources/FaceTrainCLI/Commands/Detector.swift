@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainBenchmark
 import FaceTrainEngine
 import Foundation
 
@@ -236,6 +237,64 @@ struct DetectorExport: Command {
             "\(out.path): ONNX export of detector \(model.manifest.name) v\(model.manifest.version) (\(model.source)), "
                 + "outputs \(model.onnxHeadNames.joined(separator: ", ")), \(data.count) bytes, sha256 \(SHA256.hash(data))"
         )
+        return .success
+    }
+}
+
+/// `facetrain detector bench`: the detector's network alone on random photos of one size, batch
+/// throughput and batch-1 latency (`make bench-inference` runs it beside onnxruntime on the export).
+struct DetectorBench: Command {
+    static let name = "detector bench"
+    static let abstract = "Time a face detector's network on random photos: batch throughput and batch-1 latency."
+    static var options: [OptionSpec] {
+        [
+            .option(
+                "detector", "dir", "Detector folder written by `facetrain detector train`, or builtin.",
+                default: "builtin"),
+            .option("size", "WxH", "Network input size (multiples of 32; a 640x480 photo).", default: "640x480"),
+            .option("batch-size", "n", "Batch size of the throughput run.", default: "16"),
+            .option("seconds", "s", "Seconds spent on each of the two runs.", default: "3"),
+            .flag("json", "Print the result as one JSON object."),
+        ]
+    }
+
+    let detector: String
+    let width: Int
+    let height: Int
+    let batchSize: Int
+    let seconds: Double
+    let json: Bool
+
+    init(arguments: ParsedArguments) throws {
+        try arguments.expectPositionals(atMost: 0)
+        detector = try arguments.required("detector")
+        let size: String = try arguments.required("size")
+        let parts = size.lowercased().split(separator: "x").compactMap { Int($0) }
+        guard parts.count == 2, parts.allSatisfy({ (32...4096).contains($0) && $0 % 32 == 0 }) else {
+            throw UsageError(message: "--size must be WIDTHxHEIGHT, each a multiple of 32 in 32...4096 (got '\(size)')")
+        }
+        (width, height) = (parts[0], parts[1])
+        batchSize = try arguments.required("batch-size")
+        guard (1...256).contains(batchSize) else { throw UsageError(message: "--batch-size must be in 1...256") }
+        seconds = try arguments.required("seconds")
+        guard seconds.isFinite, (0...3600).contains(seconds) else {
+            throw UsageError(message: "--seconds must be in 0...3600")
+        }
+        json = arguments.flag("json")
+    }
+
+    func run() throws -> ExitCode {
+        let model = try DetectorModel.resolve(detector)
+        let result = try InferenceBenchmark.run(
+            model: model.model, height: height, width: width, batchSize: batchSize, seconds: seconds)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        } else {
+            print("detector \(model.manifest.name) v\(model.manifest.version) (\(model.source)), random pixels")
+            print(result.summary)
+        }
         return .success
     }
 }
