@@ -153,6 +153,43 @@ struct DetectCommandTests {
         #expect(written.count == dev.count)
     }
 
+    /// `detector export` writes the trained detector as ONNX (checked further by DetectorExportTests)
+    /// and says what it wrote; `detector bench` prints its timings as JSON; a damaged detector is
+    /// refused by both, and nothing is written.
+    @Test func exportAndBenchTheDetector() throws {
+        let file = Self.fixture.folder.appendingPathComponent("detector.onnx")
+        let export = try CLIRunner.run([
+            "detector", "export", "--detector", Self.fixture.detector.path, "--out", file.path,
+        ])
+        #expect(export.status == 0, "\(export.standardError)")
+        #expect(export.standardOutput.contains("outputs stride8, stride16, stride32"), "\(export.standardOutput)")
+        let bytes = try Data(contentsOf: file)
+        #expect(bytes.count > 10_000 && export.standardOutput.contains(SHA256.hash(bytes)))
+
+        let bench = try CLIRunner.run([
+            "detector", "bench", "--detector", Self.fixture.detector.path, "--size", "96x64", "--batch-size", "2",
+            "--seconds", "0", "--json",
+        ])
+        #expect(bench.status == 0, "\(bench.standardError)")
+        let figures = try #require(
+            try JSONSerialization.jsonObject(with: Data(bench.standardOutput.utf8)) as? [String: Any])
+        #expect(figures["input"] as? [Int] == [2, 3, 64, 96])
+        #expect((figures["inference_images_per_second"] as? Double ?? 0) > 0)
+        #expect((figures["latency_batch1_ms"] as? Double ?? 0) > 0)
+
+        let copy = Self.fixture.folder.appendingPathComponent("damaged-export")
+        try? FileManager.default.removeItem(at: copy)
+        try FileManager.default.copyItem(at: Self.fixture.detector, to: copy)
+        let weights = copy.appendingPathComponent("weights.h5")
+        var damaged = try Data(contentsOf: weights)
+        damaged[damaged.count - 100] ^= 1
+        try damaged.write(to: weights)
+        let refusedFile = Self.fixture.folder.appendingPathComponent("never.onnx")
+        let refused = try CLIRunner.run(["detector", "export", "--detector", copy.path, "--out", refusedFile.path])
+        #expect(refused.status == 1 && refused.standardError.contains("is damaged: weights.h5"))
+        #expect(!FileManager.default.fileExists(atPath: refusedFile.path))
+    }
+
     /// A detector whose weights changed is refused by name, and nothing is detected.
     @Test func aDamagedDetectorIsRefused() throws {
         let copy = Self.fixture.folder.appendingPathComponent("damaged")
@@ -176,6 +213,8 @@ struct DetectCommandTests {
             ["detector", "train", "--data", "x", "--out", "y", "--hold-out", "0.95"],
             ["detector", "train", "--data", "x", "--out", "y", "--occlusion", "1.5"],
             ["detector", "train", "--data", "x", "--out", "y", "--blur", "-0.1"],
+            ["detector", "export"], ["detector", "bench", "--size", "641x480"], ["detector", "bench", "--size", "64"],
+            ["detector", "bench", "--batch-size", "0"], ["detector", "bench", "--seconds", "-1"],
         ] {
             let result = try CLIRunner.run(arguments)
             #expect(result.status == 64, "\(arguments): \(result.standardError)")
