@@ -127,6 +127,9 @@ struct ExportPlan {
         if heads == nil { pending.append(("softmax", .softmax, nil, true)) }
 
         let layerNames = naming.layerNames ?? pending.map(\.name)
+        guard layerNames.count == pending.count else {
+            throw .invalidNaming(reason: "\(layerNames.count) layer names for \(pending.count) exported layers")
+        }
         // Each step's output blob: "<layer>_out", the softmax's the probabilities, a head its name.
         var outputs: [String]
         if let heads {
@@ -145,7 +148,7 @@ struct ExportPlan {
             outputs = blobNames + [naming.probabilitiesName]
             self.outputs = [(naming.probabilitiesName, definition.classLabels.count)]
         }
-        try Self.validate(naming: naming, layerNames: layerNames, outputs: outputs, layerCount: pending.count)
+        try Self.validate(naming: naming, layerNames: layerNames, outputs: outputs)
         guard naming.batchNormTensorSuffixes.count == 4, Set(naming.batchNormTensorSuffixes).count == 4 else {
             throw .invalidNaming(reason: "batchNormTensorSuffixes needs four different names")
         }
@@ -176,13 +179,8 @@ struct ExportPlan {
 
     // MARK: - Checks
 
-    /// `outputs`: every step's output blob, the last one's included.
-    private static func validate(
-        naming: ExportNaming, layerNames: [String], outputs: [String], layerCount: Int
-    ) throws(ExportError) {
-        guard layerNames.count == layerCount else {
-            throw .invalidNaming(reason: "\(layerNames.count) layer names for \(layerCount) exported layers")
-        }
+    /// `outputs`: every step's output blob, the last one's included (as many as `layerNames`).
+    private static func validate(naming: ExportNaming, layerNames: [String], outputs: [String]) throws(ExportError) {
         if let duplicate = firstDuplicate(layerNames) {
             throw .invalidNaming(reason: "layer name '\(duplicate)' is used twice")
         }
