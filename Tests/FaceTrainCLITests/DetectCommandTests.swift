@@ -28,6 +28,18 @@ struct DetectCommandTests {
         }
     }
 
+    /// A copy of the fixture's detector named `name` with one bit of its weights flipped.
+    static func damagedCopy(_ name: String) throws -> URL {
+        let copy = fixture.folder.appendingPathComponent(name)
+        try? FileManager.default.removeItem(at: copy)
+        try FileManager.default.copyItem(at: fixture.detector, to: copy)
+        let weights = copy.appendingPathComponent("weights.h5")
+        var bytes = try Data(contentsOf: weights)
+        bytes[bytes.count - 100] ^= 1
+        try bytes.write(to: weights)
+        return copy
+    }
+
     @Test func trainingWritesAVerifiedDetectorWithItsRecord() throws {
         let detector = try DetectorModel.load(from: Self.fixture.detector)
         #expect(detector.manifest.training.epochs.count == 2)
@@ -177,13 +189,7 @@ struct DetectCommandTests {
         #expect((figures["inference_images_per_second"] as? Double ?? 0) > 0)
         #expect((figures["latency_batch1_ms"] as? Double ?? 0) > 0)
 
-        let copy = Self.fixture.folder.appendingPathComponent("damaged-export")
-        try? FileManager.default.removeItem(at: copy)
-        try FileManager.default.copyItem(at: Self.fixture.detector, to: copy)
-        let weights = copy.appendingPathComponent("weights.h5")
-        var damaged = try Data(contentsOf: weights)
-        damaged[damaged.count - 100] ^= 1
-        try damaged.write(to: weights)
+        let copy = try Self.damagedCopy("damaged-export")
         let refusedFile = Self.fixture.folder.appendingPathComponent("never.onnx")
         let refused = try CLIRunner.run(["detector", "export", "--detector", copy.path, "--out", refusedFile.path])
         #expect(refused.status == 1 && refused.standardError.contains("is damaged: weights.h5"))
@@ -192,13 +198,7 @@ struct DetectCommandTests {
 
     /// A detector whose weights changed is refused by name, and nothing is detected.
     @Test func aDamagedDetectorIsRefused() throws {
-        let copy = Self.fixture.folder.appendingPathComponent("damaged")
-        try? FileManager.default.removeItem(at: copy)
-        try FileManager.default.copyItem(at: Self.fixture.detector, to: copy)
-        let weights = copy.appendingPathComponent("weights.h5")
-        var bytes = try Data(contentsOf: weights)
-        bytes[bytes.count - 100] ^= 1
-        try bytes.write(to: weights)
+        let copy = try Self.damagedCopy("damaged")
         let photo = try #require(try Self.photos().first)
         let result = try CLIRunner.run(["detect", "--detector", copy.path, photo.path])
         #expect(result.status == 1)

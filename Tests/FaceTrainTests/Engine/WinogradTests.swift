@@ -379,19 +379,28 @@ import Testing
         var trainer = Trainer(network: network, optimizer: SGD(), learningRate: 0.1)
         try trainer.trainStep(images: images, labels: (0..<count).map { $0 % 3 })
         network = trainer.network
-        // Other tests' forwards may run meanwhile, which would keep the default from sharing.
+        Self.expectSharedEqualsBatchAndLayers(&network, images)
+    }
+
+    /// `network` on `images` in one batch equals its layers one by one, and each image alone (shared
+    /// by the workers: other tests' forwards may run meanwhile, which would keep the default from
+    /// sharing) equals its place in the batch, to float rounding.
+    static func expectSharedEqualsBatchAndLayers(_ network: inout Network, _ images: Tensor) {
         network.imageSharing = .always
         let together = network.forward(images, mode: .inference)
         var plain = network.layers
         var y = images
         for index in plain.indices { y = plain[index].forward(y, mode: .inference) }
         #expect(GradientCheck.relativeError(together.scalars, y.scalars.map(Double.init)) < 1e-5)
-        let size = 3 * 36 * 36
+        let count = images.shape[0]
+        let (size, outputSize) = (images.scalars.count / count, together.scalars.count / count)
         for image in 0..<count {
             let alone = network.forward(
-                Tensor(shape: [1, 3, 36, 36], scalars: Array(images.scalars[image * size..<(image + 1) * size])),
+                Tensor(
+                    shape: [1] + images.shape.dropFirst(),
+                    scalars: Array(images.scalars[image * size..<(image + 1) * size])),
                 mode: .inference)
-            let expected = Array(together.scalars[image * 3..<(image + 1) * 3]).map(Double.init)
+            let expected = Array(together.scalars[image * outputSize..<(image + 1) * outputSize]).map(Double.init)
             #expect(GradientCheck.relativeError(alone.scalars, expected) < 1e-5, "image \(image)")
         }
     }
@@ -419,20 +428,7 @@ import Testing
         let images = TestData.normal([count, 3, side, side], seed: 91)
         // Fresh running statistics: normalisation is an affine map all the same, folded or not.
         var network = try Network(definition: definition, seed: 5)
-        network.imageSharing = .always
-        let together = network.forward(images, mode: .inference)
-        var plain = network.layers
-        var y = images
-        for index in plain.indices { y = plain[index].forward(y, mode: .inference) }
-        #expect(GradientCheck.relativeError(together.scalars, y.scalars.map(Double.init)) < 1e-5)
-        let (size, outputSize) = (3 * side * side, together.scalars.count / count)
-        for image in 0..<count {
-            let alone = network.forward(
-                Tensor(shape: [1, 3, side, side], scalars: Array(images.scalars[image * size..<(image + 1) * size])),
-                mode: .inference)
-            let expected = Array(together.scalars[image * outputSize..<(image + 1) * outputSize]).map(Double.init)
-            #expect(GradientCheck.relativeError(alone.scalars, expected) < 1e-5, "image \(image)")
-        }
+        Self.expectSharedEqualsBatchAndLayers(&network, images)
     }
 
     /// The blocks keep the transformed weights between forward passes only while the weights are
