@@ -2,6 +2,7 @@
 """facetrain's named architectures as PyTorch modules, and a CPU benchmark of one of them.
 
 usage: python3 torch_architectures.py --architecture ref-small|ref-small-gdc|ref-deep-gdc|mobile-face [--width 16] [--classes 42]
+       [--input-size 64] [--batch 32]
                                       [--threads 2] [--batch 32] [--infer-batch 64] [--seconds 2]
                                       [--channels-last]
 
@@ -28,7 +29,7 @@ def conv_bn(nn, inputs, outputs, kernel, stride=1, groups=1, relu=True):
     return layers
 
 
-def build(name, width, classes):
+def build(name, width, classes, input_size=64):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -63,8 +64,8 @@ def build(name, width, classes):
             inputs = outputs
         layers += conv_bn(nn, inputs, 8 * width, 3)
         if name == "ref-small-gdc":
-            # The global depthwise convolution over the last 8x8 map (64-px input).
-            layers.append(nn.Conv2d(8 * width, 8 * width, 8, groups=8 * width))
+            # The global depthwise convolution over the last map (8x8 for a 64-px input).
+            layers.append(nn.Conv2d(8 * width, 8 * width, input_size // 8, groups=8 * width))
     elif name == "ref-deep-gdc":
         inputs = 3
         for stage, outputs in enumerate((width, 2 * width, 4 * width, 8 * width)):
@@ -74,7 +75,7 @@ def build(name, width, classes):
             if stage < 3:
                 layers.append(nn.MaxPool2d(2, 2))
             inputs = outputs
-        layers.append(nn.Conv2d(8 * width, 8 * width, 8, groups=8 * width))
+        layers.append(nn.Conv2d(8 * width, 8 * width, input_size // 8, groups=8 * width))
     elif name == "mobile-face":
         stem = 2 * width
         layers += conv_bn(nn, 3, stem, 3, stride=2)
@@ -117,6 +118,7 @@ def main():
     ap.add_argument("--classes", type=int, default=42)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--input-size", type=int, default=64)
     ap.add_argument("--infer-batch", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--channels-last", action="store_true")
@@ -126,11 +128,11 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = build(a.architecture, a.width, a.classes).to(memory_format=fmt)
+    model = build(a.architecture, a.width, a.classes, a.input_size).to(memory_format=fmt)
     parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
     def images(batch):
-        return torch.randn(batch, 3, 64, 64).contiguous(memory_format=fmt)
+        return torch.randn(batch, 3, a.input_size, a.input_size).contiguous(memory_format=fmt)
 
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
