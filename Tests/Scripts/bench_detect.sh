@@ -38,6 +38,36 @@ for name in ("easy_medium", "all"):
           f"median {nme.get('median', float('nan')):.3f} (n={nme.get('count', 0)})")
 PY
 
+# OpenCV's Haar cascade (the frontal default shipped inside cv2, one of the README's peers) needs no
+# download: it runs whenever cv2 has it (OpenCV 4; 5 dropped it), one thread, as facetrain's median is
+# one core's.
+if python3 -c "import cv2; cv2.CascadeClassifier" 2>/dev/null; then
+    python3 - "$SET" "$WORK/haar.jsonl" <<'PY'
+import json, statistics, sys, time
+import cv2
+root, out = sys.argv[1:]
+cv2.setNumThreads(1)
+files = json.load(open(f"{root}/splits.json"))["dev"]
+cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
+times = []
+with open(out, "w") as lines:
+    for file in files:
+        grey = cv2.cvtColor(cv2.imread(f"{root}/{file}"), cv2.COLOR_BGR2GRAY)
+        start = time.perf_counter()
+        boxes, _, weights = cascade.detectMultiScale3(grey, scaleFactor=1.1, minNeighbors=3, outputRejectLevels=True)
+        times.append(time.perf_counter() - start)
+        found = [{"box": [float(v) for v in box], "score": float(weight)} for box, weight in zip(boxes, weights)]
+        lines.write(json.dumps({"file": file, "faces": found}) + "\n")
+print(f"OpenCV Haar (cv2 {cv2.__version__}, frontal default, one thread): ms per photo median "
+      f"{1000 * statistics.median(times):.1f}")
+PY
+    python3 "$SCORER" --pred "$WORK/haar.jsonl" --gt "$SET/annotations.jsonl" --splits "$SET/splits.json" \
+        --split dev --out "$WORK/haar-score.json" > /dev/null
+    python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('  easy_medium AP %.4f, all AP %.4f' % (s['easy_medium']['ap'], s['all']['ap']))" "$WORK/haar-score.json"
+else
+    echo "OpenCV Haar: not run (needs Python's cv2 with CascadeClassifier: pip install 'opencv-python-headless<5')"
+fi
+
 if python3 -c "import cv2" 2>/dev/null && [ -n "${YUNET_MODEL:-}" ] && [ -f "${YUNET_MODEL:-}" ]; then
     python3 - "$SET" "$YUNET_MODEL" "$WORK/yunet.jsonl" <<'PY'
 import json, statistics, sys, time
