@@ -21,33 +21,74 @@ package struct DetectorInput: Sendable {
         let width = max(1, Int((Double(photo.width) * scale).rounded()))
         let height = max(1, Int((Double(photo.height) * scale).rounded()))
         let resized = photo.resized(width: width, height: height)
-        let paddedWidth = (width + stride - 1) / stride * stride
-        let paddedHeight = (height + stride - 1) / stride * stride
+        tensor = Self.tensor(
+            resized, left: 0, top: 0, canvasWidth: width, canvasHeight: height, canvasValue: 0, stride: stride,
+            input: input)
+        placement = LetterboxTransform(
+            scale: (Double(width) / Double(photo.width) + Double(height) / Double(photo.height)) / 2)
+        photoWidth = photo.width
+        photoHeight = photo.height
+    }
+
+    /// `photo` as it is (already at the network's scale, 1 or 3 channels) with its top-left corner
+    /// at (`left`, `top`) of a `canvasWidth` x `canvasHeight` canvas of `canvasValue` (raw 0...255),
+    /// then padded like any photo: what the face check pads a crop into, built in one pass instead of
+    /// a padded copy of the image and its conversion. `placement` maps the photo itself (scale 1);
+    /// the caller takes the offset off.
+    package init(
+        photo: Image, left: Int, top: Int, canvasWidth: Int, canvasHeight: Int, canvasValue: Float, stride: Int,
+        input: InputSpecification
+    ) {
+        precondition(photo.channels == 1 || photo.channels == 3, "\(photo.channels) channels: convert to 1 or 3 first")
+        precondition(left >= 0 && top >= 0 && left + photo.width <= canvasWidth && top + photo.height <= canvasHeight)
+        tensor = Self.tensor(
+            photo, left: left, top: top, canvasWidth: canvasWidth, canvasHeight: canvasHeight, canvasValue: canvasValue,
+            stride: stride, input: input)
+        placement = LetterboxTransform(scale: 1)
+        photoWidth = photo.width
+        photoHeight = photo.height
+    }
+
+    /// [1, 3, H, W] with H and W the canvas's sides rounded up to `stride`: the photo's pixels
+    /// (a grey one feeds all three channels), the canvas around it, mid-grey right and below it,
+    /// each value normalised as `value * scale + bias` (the same expression for every value, so a
+    /// pixel gets the same float wherever it lies).
+    private static func tensor(
+        _ photo: Image, left: Int, top: Int, canvasWidth: Int, canvasHeight: Int, canvasValue: Float, stride: Int,
+        input: InputSpecification
+    ) -> Tensor {
+        let paddedWidth = (canvasWidth + stride - 1) / stride * stride
+        let paddedHeight = (canvasHeight + stride - 1) / stride * stride
         let plane = paddedWidth * paddedHeight
+        let (width, height, channels) = (photo.width, photo.height, photo.channels)
         var scalars = [Float](repeating: 0, count: 3 * plane)
-        resized.pixels.withUnsafeBufferPointer { pixels in
+        photo.pixels.withUnsafeBufferPointer { pixels in
             scalars.withUnsafeMutableBufferPointer { target in
                 for channel in 0..<3 {
                     let (gain, bias) = (input.scale, input.bias[channel])
+                    let (outside, canvas) = (DetectionResampling.outsideValue * gain + bias, canvasValue * gain + bias)
                     let destination = target.baseAddress! + channel * plane
-                    destination.update(repeating: DetectionResampling.outsideValue * gain + bias, count: plane)
                     // A grey photo feeds all three channels.
-                    let source = min(channel, resized.channels - 1)
-                    for y in 0..<height {
+                    let source = pixels.baseAddress! + min(channel, channels - 1)
+                    for y in 0..<paddedHeight {
+                        let row = destination + y * paddedWidth
+                        guard y < canvasHeight else {
+                            row.update(repeating: outside, count: paddedWidth)
+                            continue
+                        }
+                        row.update(repeating: canvas, count: canvasWidth)
+                        (row + canvasWidth).update(repeating: outside, count: paddedWidth - canvasWidth)
+                        guard y >= top && y < top + height else { continue }
+                        var pixel = source + (y - top) * width * channels
+                        let target = row + left
                         for x in 0..<width {
-                            let value = Float(pixels[(y * width + x) * resized.channels + source])
-                            destination[y * paddedWidth + x] = value * gain + bias
+                            target[x] = Float(pixel.pointee) * gain + bias
+                            pixel += channels
                         }
                     }
                 }
             }
         }
-        tensor = Tensor(shape: [1, 3, paddedHeight, paddedWidth], scalars: scalars)
-        // The scale applied per axis differs from `scale` by rounding; their mean keeps boxes within
-        // half a pixel.
-        placement = LetterboxTransform(
-            scale: (Double(width) / Double(photo.width) + Double(height) / Double(photo.height)) / 2)
-        photoWidth = photo.width
-        photoHeight = photo.height
+        return Tensor(shape: [1, 3, paddedHeight, paddedWidth], scalars: scalars)
     }
 }

@@ -11,10 +11,10 @@ package struct FaceDetector: Sendable {
     /// Photos with a longer side above this are shrunk to it first (the scale the detector learnt).
     package var maximumSide: Int
 
-    /// `strides` lists the heads' strides in the order of the network's outputs.
     /// The longer side photos are shrunk to: the scale of the photos the detector learnt from.
     package static let defaultMaximumSide = 640
 
+    /// `strides` lists the heads' strides in the order of the network's outputs.
     package init(model: TrainedModel, strides: [Int], maximumSide: Int = defaultMaximumSide) {
         // The model comes from a checked detector file or a training run: its weights fit.
         network = try! Network(model: model)
@@ -26,8 +26,13 @@ package struct FaceDetector: Sendable {
 
     /// The faces in `photo` with a score of at least `scoreFloor`, best first.
     package mutating func detect(in photo: Image, scoreFloor: Double) -> [Detection] {
-        let input = DetectorInput(
-            photo: photo, maximumSide: maximumSide, stride: strides.max() ?? 32, input: network.definition.input)
+        detect(
+            DetectorInput(
+                photo: photo, maximumSide: maximumSide, stride: strides.max() ?? 32, input: network.definition.input),
+            scoreFloor: scoreFloor)
+    }
+
+    private mutating func detect(_ input: DetectorInput, scoreFloor: Double) -> [Detection] {
         let heads = network.forwardOutputs(input.tensor, mode: .inference)
         var decoder = DetectionDecoder()
         decoder.scoreFloor = scoreFloor
@@ -53,10 +58,14 @@ package struct FaceDetector: Sendable {
         // whole stride (641 -> 672 columns): the padding gives way instead.
         func pad(_ side: Int) -> Int { max(0, min(Int((Double(side) * padding).rounded()), (maximumSide - side) / 2)) }
         let (padX, padY) = (pad(shrunk.width), pad(shrunk.height))
-        let padded = Self.padded(shrunk.converted(channels: 3), horizontal: padX, vertical: padY)
+        // The padding laid straight into the network's input around the image (no padded copy).
+        let input = DetectorInput(
+            photo: shrunk.channels == 1 || shrunk.channels == 3 ? shrunk : shrunk.converted(channels: 3), left: padX,
+            top: padY, canvasWidth: shrunk.width + 2 * padX, canvasHeight: shrunk.height + 2 * padY,
+            canvasValue: Float(Self.paddingGrey), stride: strides.max() ?? 32, input: network.definition.input)
         let scaleX = Double(image.width) / Double(shrunk.width)
         let scaleY = Double(image.height) / Double(shrunk.height)
-        return detect(in: padded, scoreFloor: scoreFloor).map { found in
+        return detect(input, scoreFloor: scoreFloor).map { found in
             func back(_ point: FacePoint) -> FacePoint {
                 FacePoint(x: (point.x - Double(padX)) * scaleX, y: (point.y - Double(padY)) * scaleY)
             }
@@ -68,24 +77,8 @@ package struct FaceDetector: Sendable {
         }
     }
 
-    /// `image` (3 channels) with `horizontal` grey columns on the left and right and `vertical`
-    /// rows above and below: the grey the detector saw outside photos in training.
-    static func padded(_ image: Image, horizontal: Int, vertical: Int) -> Image {
-        let width = image.width + 2 * horizontal
-        let height = image.height + 2 * vertical
-        let grey = UInt8(DetectionResampling.outsideValue.rounded(.down))
-        var pixels = [UInt8](repeating: grey, count: width * height * 3)
-        image.pixels.withUnsafeBufferPointer { source in
-            pixels.withUnsafeMutableBufferPointer { target in
-                for row in 0..<image.height {
-                    let from = row * image.width * 3
-                    let to = ((row + vertical) * width + horizontal) * 3
-                    for index in 0..<(image.width * 3) { target[to + index] = source[from + index] }
-                }
-            }
-        }
-        return Image(width: width, height: height, channels: 3, pixels: pixels)
-    }
+    /// The grey around a padded image: mid-grey as a byte (what the padding was when it was an image).
+    static let paddingGrey = UInt8(DetectionResampling.outsideValue.rounded(.down))
 }
 
 extension FaceDetector {

@@ -140,12 +140,30 @@ struct FaceCheckTests {
         #expect(crop == FaceAlignment.warp(photo, transform: transform, side: Self.check.cropSide)?.image)
     }
 
+    /// The face check's padding, laid straight into the network's input: the image at its offset,
+    /// the canvas around it the byte mid-grey (127), right and below the canvas the stride's 127.5,
+    /// each normalised alike; a grey image feeds all three channels.
     @Test func paddingIsMidGreyAroundTheImage() {
+        let spec = InputSpecification(width: 32, height: 32, channels: 3)
+        func value(_ raw: Float, _ channel: Int) -> Float { raw * spec.scale + spec.bias[channel] }
         let image = Image(width: 2, height: 1, channels: 3, pixels: [10, 20, 30, 40, 50, 60])
-        let padded = FaceDetector.padded(image, horizontal: 1, vertical: 1)
-        #expect(padded.width == 4 && padded.height == 3)
-        #expect(Array(padded.pixels[15..<21]) == [10, 20, 30, 40, 50, 60])
-        #expect(padded.pixels[0] == 127 && padded.pixels[35] == 127)
+        let input = DetectorInput(
+            photo: image, left: 1, top: 1, canvasWidth: 4, canvasHeight: 3,
+            canvasValue: Float(FaceDetector.paddingGrey), stride: 4, input: spec)
+        #expect(input.tensor.shape == [1, 3, 4, 4])
+        let scalars = input.tensor.scalars
+        for channel in 0..<3 {
+            let plane = Array(scalars[channel * 16..<(channel + 1) * 16])
+            #expect(
+                plane[5] == value(Float(10 + 10 * channel), channel)
+                    && plane[6] == value(Float(40 + 10 * channel), channel))
+            for index in [0, 3, 4, 7, 8, 11] { #expect(plane[index] == value(127, channel), "canvas \(index)") }
+            for index in 12..<16 { #expect(plane[index] == value(127.5, channel), "below the canvas \(index)") }
+        }
+        let grey = DetectorInput(
+            photo: Image(width: 1, height: 1, channels: 1, pixels: [200]), left: 0, top: 0, canvasWidth: 1,
+            canvasHeight: 1, canvasValue: 127, stride: 2, input: spec)
+        #expect((0..<3).map { grey.tensor.scalars[$0 * 4] } == (0..<3).map { value(200, $0) })
     }
 
     /// The builtin detector passes the demo's drawn faces and refuses blank images and the demo's
