@@ -63,7 +63,7 @@ struct ExportPlan {
     /// each with its channels.
     let outputs: [(name: String, channels: Int)]
     /// A detector's plan: its input any size, its outputs the heads.
-    var isDetector: Bool { outputs.first?.name != naming.probabilitiesName }
+    let isDetector: Bool
 
     /// A classifier's plan, or with `heads` (one name per output layer of the definition, finest
     /// first) a detector's: no softmax, the heads' blobs named and output as they are.
@@ -77,6 +77,7 @@ struct ExportPlan {
         } catch {
             throw ExportError(error)
         }
+        isDetector = heads != nil
         if let heads, heads.count != definition.outputLayers.count {
             throw .invalidNaming(reason: "\(heads.count) head names for \(definition.outputLayers.count) outputs")
         }
