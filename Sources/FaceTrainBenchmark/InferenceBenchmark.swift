@@ -67,7 +67,7 @@ public enum InferenceBenchmark {
             input: [batchSize, input.channels, height, width],
             inferenceImagesPerSecond: Double(batchSize) / TrainingBenchmark.median(batchTimes),
             latencyBatch1Milliseconds: TrainingBenchmark.median(latencies) * 1e3,
-            latencyBatch1P99Milliseconds: latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1e3,
+            latencyBatch1P99Milliseconds: TrainingBenchmark.percentile(latencies, 0.99) * 1e3,
             blasKernel: BLASRuntime.kernel, vectorKernels: VectorKernels.name, engineThreads: Parallel.workerCount)
     }
 }

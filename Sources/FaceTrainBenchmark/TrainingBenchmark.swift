@@ -171,14 +171,19 @@ public enum TrainingBenchmark {
             inferenceImagesPerSecond: inferenceImagesPerSecond,
             inferenceGFLOPS: inferenceImagesPerSecond * flops.forwardPerImage / 1e9,
             latencyBatch1Milliseconds: median(latencies) * 1e3,
-            latencyBatch1P90Milliseconds: latencies[min(latencies.count - 1, latencies.count * 9 / 10)] * 1e3,
-            latencyBatch1P99Milliseconds: latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1e3,
+            latencyBatch1P90Milliseconds: percentile(latencies, 0.9) * 1e3,
+            latencyBatch1P99Milliseconds: percentile(latencies, 0.99) * 1e3,
             peakRSSMegabytes: peakResidentMegabytes(), blasKernel: BLASRuntime.kernel,
             vectorKernels: VectorKernels.name,
             blasThreads: BLASRuntime.threadCount, engineThreads: Parallel.workerCount,
             batchSize: configuration.batchSize,
             inferenceBatchSize: configuration.inferenceBatchSize, trainMFLOPPerImage: flops.trainingPerImage / 1e6,
             peakGFLOPS: peak, otherCores: otherCores)
+    }
+
+    /// The value `share` of the way up `sorted` (ascending, not empty): the benchmarks' p90 and p99.
+    static func percentile(_ sorted: [Double], _ share: Double) -> Double {
+        sorted[min(sorted.count - 1, Int(Double(sorted.count) * share))]
     }
 
     static func median(_ values: [Double]) -> Double {
