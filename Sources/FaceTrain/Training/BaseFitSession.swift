@@ -341,24 +341,40 @@ public final class BaseFitSession {
     /// in `cacheDirectory` (an erasure); a cache that cannot be read is deleted (it is only a
     /// cache). Returns how many crops' embeddings were removed.
     package static func forgetEmbeddings(of hashes: Set<String>, in cacheDirectory: URL) throws -> Int {
-        var removed = 0
-        for name in (try? FileSystem.entries(of: cacheDirectory)) ?? []
-        where name.hasPrefix("embeddings-") || name.hasPrefix(".embeddings-") {
-            let url = cacheDirectory.appendingPathComponent(name)
-            // Leftovers of an interrupted write hold embeddings too.
-            guard !name.hasPrefix("."), name.hasSuffix(".cache"), var checkpoint = try? Checkpoint.read(from: url)
-            else {
-                try FileSystem.removeTree(url)
-                continue
+        guard FileSystem.kind(at: cacheDirectory) == .directory else { return 0 }
+        return try withCacheLock(in: cacheDirectory) {
+            var removed = 0
+            for name in try FileSystem.entries(of: cacheDirectory)
+            where name.hasPrefix("embeddings-") || name.hasPrefix(".embeddings-") {
+                let url = cacheDirectory.appendingPathComponent(name)
+                // Leftovers of an interrupted write hold embeddings too (a live writer holds the lock).
+                guard !name.hasPrefix("."), name.hasSuffix(".cache"), var checkpoint = try? Checkpoint.read(from: url)
+                else {
+                    try FileSystem.removeTree(url)
+                    continue
+                }
+                let forgotten = checkpoint.tensors.keys.filter(hashes.contains)
+                guard !forgotten.isEmpty else { continue }
+                for hash in forgotten { checkpoint.tensors[hash] = nil }
+                try checkpoint.write(to: url)
+                removed += forgotten.count
             }
-            let forgotten = checkpoint.tensors.keys.filter(hashes.contains)
-            guard !forgotten.isEmpty else { continue }
-            for hash in forgotten { checkpoint.tensors[hash] = nil }
-            try checkpoint.write(to: url)
-            removed += forgotten.count
+            return removed
         }
-        return removed
     }
+
+    /// Runs `body` holding `<cacheDirectory>/.lock`: every writer of an embeddings cache and every
+    /// erasure takes it, across threads and processes, so an erasure never removes the temporary
+    /// file of a write in progress, and two erasures never rewrite one cache at once.
+    static func withCacheLock<Result>(in cacheDirectory: URL, _ body: () throws -> Result) throws -> Result {
+        try FileManager.default.createDirectory(at: cacheDirectory, withIntermediateDirectories: true)
+        let lock = try FileLock.acquire(
+            cacheDirectory.appendingPathComponent(cacheLockName), create: true, wait: true)
+        defer { lock?.release() }
+        return try body()
+    }
+
+    static let cacheLockName = ".lock"
 
     /// Every view's embedding of every sample: from the cache when its content hash is there,
     /// otherwise computed (and the cache rewritten, also when `shouldStop` ends the run early).
@@ -420,12 +436,12 @@ public final class BaseFitSession {
             // Keep only what this data folder uses, so the cache does not grow without bound.
             let used = Set(samples.map(\.contentHash))
             let kept = cached.filter { used.contains($0.key) }
-            try? Checkpoint(
+            let cache = Checkpoint(
                 header: .init(
                     key: base.manifestSHA256, epochsDone: 0, history: [], bestEpoch: 0, bestHeldOutLoss: 0,
                     trainer: nil, tensors: []),
-                tensors: kept
-            ).write(to: cacheURL)
+                tensors: kept)
+            try? Self.withCacheLock(in: cacheURL.deletingLastPathComponent()) { try cache.write(to: cacheURL) }
             if start < missing.count { throw .interruptedHead(cache: cacheURL.path) }
         }
         return samples.map { sample in
