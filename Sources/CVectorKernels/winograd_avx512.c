@@ -6,23 +6,11 @@
 #include "vector_kernels.h"
 
 #include <immintrin.h>
-#include <stdlib.h>
-#include <string.h>
+#include "winograd_internal.h"
 
 #pragma STDC FP_CONTRACT OFF
 
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq")))
-
-int facetrain_vector_level(void) {
-    static int level = -1;
-    if (level < 0) {
-        __builtin_cpu_init();
-        int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                     __builtin_cpu_supports("avx512dq");
-        level = avx512 ? 2 : 0;
-    }
-    return level;
-}
 
 /* B^T x for the 6 values of a patch row or column (Winograd.swift's inputCombination). */
 AVX512 static inline void input_combination(const __m512 x[6], __m512 y[6]) {
@@ -110,20 +98,6 @@ AVX512 static inline void input_tiles(
             input_combination(column, value);
             for (int k = 0; k < 6; k++) _mm512_mask_storeu_ps(target + first + (6 * k + l) * position_stride, mask, value[k]);
         }
-    }
-}
-
-/* Rows [first_row, first_row + plane_height) of one channel's zero-padded plane (input at offset
-   (padding, padding), zeros around it) into `plane`, plane_width wide. */
-static void pad_rows(
-    const float *channel, long height, long width, long padding, long first_row, long plane_height, long plane_width,
-    float *plane) {
-    memset(plane, 0, sizeof(float) * (size_t)(plane_height * plane_width));
-    long copied = width < plane_width - padding ? width : plane_width - padding;
-    for (long y = 0; y < plane_height; y++) {
-        long source = first_row + y - padding;
-        if (source < 0 || source >= height) continue;
-        memcpy(plane + y * plane_width + padding, channel + source * width, sizeof(float) * (size_t)copied);
     }
 }
 
@@ -225,14 +199,6 @@ void facetrain_winograd_output_avx512(
     }
 }
 
-long facetrain_winograd_band_scratch_size(
-    long channels, long output_channels, long tile_columns, long band_rows) {
-    long tiles = band_rows * tile_columns;
-    /* The patch offsets first (longs, at the scratch's alignment), then V, M and the band's plane. */
-    return tiles * (long)(sizeof(long) / sizeof(float)) + 36 * (channels + output_channels) * tiles +
-           (4 * band_rows + 2) * (4 * tile_columns + 2);
-}
-
 void facetrain_winograd_forward_bands_avx512(
     const float *image, long channels, long height, long width, long padding, long output_height, long output_width,
     long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
@@ -244,11 +210,10 @@ void facetrain_winograd_forward_bands_avx512(
     long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
     const float *shift, int pool, long band_rows, long tile_row_begin, long tile_row_end, float *scratch,
     float *output) {
-    const long most = band_rows * tile_columns, plane_width = 4 * tile_columns + 2;
-    long *offsets = (long *)scratch;
-    float *v = scratch + most * (long)(sizeof(long) / sizeof(float));
-    float *m = v + 36 * channels * most, *plane = m + 36 * output_channels * most;
-    for (long tile = 0; tile < most; tile++) offsets[tile] = 4 * (tile / tile_columns) * plane_width + 4 * (tile % tile_columns);
+    const struct band_scratch parts = band_scratch(scratch, channels, output_channels, tile_columns, band_rows);
+    const long plane_width = parts.plane_width;
+    long *offsets = parts.offsets;
+    float *v = parts.v, *m = parts.m, *plane = parts.plane;
     const long output_plane = pool ? (output_height / 2) * (output_width / 2) : output_height * output_width;
     for (long first = tile_row_begin; first < tile_row_end; first += band_rows) {
         long rows = tile_row_end - first < band_rows ? tile_row_end - first : band_rows;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite on the OpenBLAS kernel the facetrain binary runs on this CPU, schemathesis
 # against the server's OpenAPI document, the fuzz smoke run, the engine's suites again with Swift's runtime checks, and the kernel matrix: the
-# numerically sensitive suites once more on each other OpenBLAS core type this CPU can execute.
+# numerically sensitive suites once more on each other OpenBLAS core type this CPU can execute, and
+# on each of the engine's own vector kernel sets below the one this CPU runs (AVX2, portable Swift).
 # Not a build script: `make test` builds the tests first. It never changes the caller's
 # environment beyond this process, and a user's OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) wins.
 set -euo pipefail
@@ -13,7 +14,7 @@ BIN=.build/release/facetrain
 # Makefile sets FACETRAIN_UNCHECKED=1 for everything else).
 CHECKED_TESTS='FaceTrainTests\.(KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|TrainingTests|PretrainingLossTests|ImageResizeTests|FitJobTests|FeaturePyramidTests|DetectionLossTests|DetectionAssignmentTests|DetectorPipelineTests|FaceAlignmentTests)'
 # The suites whose results depend on floating-point arithmetic: they run once per kernel.
-SENSITIVE_TESTS='FaceTrainTests\.(BLASRuntimeTests|KernelTests|WinogradTests|LayerTests|LossTests|NetworkTests|BranchingTests|TrainingTests|PretrainingLossTests|FitJobTests|ExportConsumerTests|FeaturePyramidTests|DetectionLossTests|DetectorPipelineTests)|FaceTrainCLITests\.(ExportAndPredictTests|GoldenBundleTests)'
+SENSITIVE_TESTS='FaceTrainTests\.(BLASRuntimeTests|KernelTests|WinogradTests|DirectConvolutionTests|LayerTests|LossTests|NetworkTests|BranchingTests|TrainingTests|PretrainingLossTests|FitJobTests|ExportConsumerTests|FeaturePyramidTests|DetectionLossTests|DetectorPipelineTests)|FaceTrainCLITests\.(ExportAndPredictTests|GoldenBundleTests)'
 
 # The kernel the product runs: the binary chooses it (re-executing itself) unless the user set one;
 # a user's kernel this CPU cannot execute is refused here, with the kernels it can.
@@ -68,6 +69,27 @@ for core in "${order[@]}"; do
       summary+=("$core: sensitive suites FAILED ($((SECONDS - started)) s)")
       failed=1
     fi
+  fi
+done
+
+# The engine's vector kernels (VectorKernels): the suites ran above on the best set this CPU has;
+# each set below it runs the sensitive suites once, on the product's OpenBLAS kernel.
+flags=$(sed -n 's/^flags[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+has() { case " $flags " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+vector_sets=()
+if has avx512f && has avx512vl && has avx512dq && has avx2 && has fma; then
+  vector_sets=(avx2 portable)
+elif has avx2 && has fma; then
+  vector_sets=(portable)
+fi
+for set in "${vector_sets[@]}"; do
+  echo "Vector kernel matrix: the numerically sensitive suites on the engine's $set kernels"
+  started=$SECONDS
+  if FACETRAIN_VECTOR_KERNELS=$set "$SWIFT" test -c release --skip-build --filter "$SENSITIVE_TESTS"; then
+    summary+=("engine's $set kernels: sensitive suites passed ($((SECONDS - started)) s)")
+  else
+    summary+=("engine's $set kernels: sensitive suites FAILED ($((SECONDS - started)) s)")
+    failed=1
   fi
 done
 

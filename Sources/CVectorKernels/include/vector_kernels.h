@@ -2,14 +2,16 @@
 #define FACETRAIN_VECTOR_KERNELS_H
 
 /* Engine kernels compiled for instruction sets the Swift build cannot target (it is compiled for
-   baseline x86-64: SSE2). Each is compiled for one set with a per-function target attribute; the
-   engine asks `facetrain_vector_level` before calling and keeps its portable Swift kernel
-   otherwise. The transforms give the same bits as their Swift twins (the same operations in the
+   baseline x86-64: SSE2). Each is compiled for one set with a per-function target attribute, in
+   two versions: `_avx512` (16 floats a vector) and `_avx2` (8 floats, with FMA), declared together
+   below with the same arguments; the engine asks `facetrain_vector_level` before calling and keeps
+   its portable Swift kernel on CPUs with neither. The two versions give the same bits. The transforms give the same bits as their Swift twins (the same operations in the
    same order, no fused multiply-adds); the products do not (see below).
 
    Not an engine of its own: no allocation, no threads, no knowledge of layers. */
 
-/* The set this CPU runs: 2 when it has AVX-512 F, VL and DQ (the kernels below), 0 otherwise. */
+/* The best set this CPU runs: 2 when it has AVX-512 F, VL and DQ (and AVX2 and FMA), 1 when it has
+   AVX2 and FMA, 0 otherwise. */
 int facetrain_vector_level(void);
 
 /* Winograd F(4x4, 3x3)'s input transform V = B^T d B of one image's channels [channel_begin,
@@ -22,6 +24,10 @@ void facetrain_winograd_input_avx512(
     const float *image, long height, long width, long padding, long padded_height, long padded_width,
     const long *patch_offsets, long columns, long channel_begin, long channel_end, float *padded,
     float *transformed, long channel_stride, long position_stride);
+void facetrain_winograd_input_avx2(
+    const float *image, long height, long width, long padding, long padded_height, long padded_width,
+    const long *patch_offsets, long columns, long channel_begin, long channel_end, float *padded,
+    float *transformed, long channel_stride, long position_stride);
 
 /* Winograd F(4x4, 3x3)'s output transform A^T M A plus the bias for output channels
    [channel_begin, channel_end) of one image whose M rows start at m + f * channel_stride (positions
@@ -30,6 +36,10 @@ void facetrain_winograd_input_avx512(
    y = max(0, x * scale + shift) instead of x, and with `pool` the 2x2 max-pool of y into
    [f, output_height / 2, output_width / 2] (both even). */
 void facetrain_winograd_output_avx512(
+    const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
+    long output_height, long output_width, long output_plane, const float *bias, const float *scale,
+    const float *shift, int pool, long channel_begin, long channel_end, float *output);
+void facetrain_winograd_output_avx2(
     const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
     long output_height, long output_width, long output_plane, const float *bias, const float *scale,
     const float *shift, int pool, long channel_begin, long channel_end, float *output);
@@ -54,6 +64,9 @@ void facetrain_winograd_pack(
 void facetrain_winograd_products_avx512(
     const float *packed, long output_channels, const float *v, long v_position_stride, float *m,
     long m_position_stride, long channels, long columns, long channel_begin, long channel_end);
+void facetrain_winograd_products_avx2(
+    const float *packed, long output_channels, const float *v, long v_position_stride, float *m,
+    long m_position_stride, long channels, long columns, long channel_begin, long channel_end);
 
 /* The most taps (channels x kernel x kernel) `facetrain_direct_convolution_avx512` takes. */
 #define FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS 64
@@ -68,6 +81,10 @@ void facetrain_direct_convolution_avx512(
     const float *image, long channels, long height, long width, long kernel, long stride, long padding,
     const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
     float *output, long output_height, long output_width);
+void facetrain_direct_convolution_avx2(
+    const float *image, long channels, long height, long width, long kernel, long stride, long padding,
+    const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
+    float *output, long output_height, long output_width);
 
 /* A whole Winograd F(4x4, 3x3) convolution of one image at inference, band by band: the tile rows
    [tile_row_begin, tile_row_end), band_rows at a time, each band's input transform, products (U
@@ -78,6 +95,11 @@ void facetrain_direct_convolution_avx512(
    facetrain_winograd_band_scratch_size floats. */
 long facetrain_winograd_band_scratch_size(long channels, long output_channels, long tile_columns, long band_rows);
 void facetrain_winograd_forward_bands_avx512(
+    const float *image, long channels, long height, long width, long padding, long output_height, long output_width,
+    long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
+    const float *shift, int pool, long band_rows, long tile_row_begin, long tile_row_end, float *scratch,
+    float *output);
+void facetrain_winograd_forward_bands_avx2(
     const float *image, long channels, long height, long width, long padding, long output_height, long output_width,
     long tile_columns, const float *packed, long output_channels, const float *bias, const float *scale,
     const float *shift, int pool, long band_rows, long tile_row_begin, long tile_row_end, float *scratch,

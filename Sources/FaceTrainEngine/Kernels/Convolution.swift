@@ -26,23 +26,25 @@ func convolutionForward(
 }
 
 extension ConvolutionGeometry {
-    /// Whether inference runs this convolution as the AVX-512 direct kernel rather than im2col +
+    /// Whether inference runs this convolution as the C direct kernel rather than im2col +
     /// GEMM: a kernel with few taps (a first layer over 3 colour channels: 27), stride 1 or 2, where
     /// the column matrix is too shallow for GEMM to pay for writing and packing it. The one rule;
-    /// callers also check `VectorKernels.avx512`. Winograd's layers are chosen before this.
+    /// callers also check `VectorKernels.vectorized`. Winograd's layers are chosen before this.
     var suitsDirectKernel: Bool {
         !isPointwise && (stride == 1 || stride == 2) && patchSize <= Int(FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS)
     }
 }
 
-/// `output[f, P] = weight · image + bias` by the AVX-512 direct kernel (`suitsDirectKernel`), for
+/// `output[f, P] = weight · image + bias` by the C direct kernel (`suitsDirectKernel`; AVX-512 or AVX2), for
 /// output channels `channels` and output rows `rows`: the sums are fused multiply-adds in weight
 /// order, so the bits do not depend on the ranges, but they are not im2col + GEMM's.
 func directConvolutionForward(
     image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, weight: UnsafePointer<Float>,
-    bias: UnsafePointer<Float>, channels: Range<Int>, rows: Range<Int>, output: UnsafeMutablePointer<Float>
+    bias: UnsafePointer<Float>, channels: Range<Int>, rows: Range<Int>, output: UnsafeMutablePointer<Float>,
+    kernels: VectorKernels.Level = VectorKernels.level
 ) {
-    facetrain_direct_convolution_avx512(
+    let direct = kernels == .avx2 ? facetrain_direct_convolution_avx2 : facetrain_direct_convolution_avx512
+    direct(
         image, g.channels, g.height, g.width, g.kernelSize, g.stride, g.padding, weight, bias, channels.lowerBound,
         channels.upperBound, rows.lowerBound, rows.upperBound, output, g.outputHeight, g.outputWidth)
 }

@@ -1,22 +1,45 @@
 import CVectorKernels
 import Foundation
 
-/// Whether the engine runs its AVX-512 kernels (the C target CVectorKernels) or its portable Swift
-/// ones: the one place that decides. Not the BLAS kernel (BLASRuntime chooses OpenBLAS's).
+/// Which of the engine's kernel sets runs: the C target CVectorKernels' AVX-512 or AVX2 kernels, or
+/// the portable Swift ones. The one place that decides. Not the BLAS kernel (BLASRuntime chooses
+/// OpenBLAS's).
 ///
 /// The Swift build targets baseline x86-64 (SSE2), so a kernel written in Swift uses 4-float
-/// vectors even on a CPU with 16-float ones. CVectorKernels compiles each kernel for AVX-512 with a
-/// per-function target attribute; it runs when the CPU has AVX-512 F, VL and DQ, unless
-/// `FACETRAIN_VECTOR_KERNELS=portable` asks for the Swift kernels (to compare, or to rule the C ones
-/// out). Both give the same bits (the tests compare them), so the choice changes speed only.
+/// vectors even on a CPU with 8- or 16-float ones. CVectorKernels compiles each kernel twice with
+/// per-function target attributes: for AVX-512 (F, VL, DQ) and for AVX2 with FMA. The best set the
+/// CPU has runs, unless `FACETRAIN_VECTOR_KERNELS` asks for a lower one (`portable`, `avx2`; to
+/// compare, or to rule a set out; a set above the CPU's is not taken). The C sets give each other's
+/// bits and the transforms the Swift kernels' (the tests compare them), so the choice changes speed only.
 package enum VectorKernels {
-    package static let avx512: Bool = {
-        if let choice = ProcessInfo.processInfo.environment["FACETRAIN_VECTOR_KERNELS"], choice == "portable" {
-            return false
+    package enum Level: Int, Sendable, Comparable, CaseIterable {
+        case portable, avx2, avx512
+
+        package static func < (left: Level, right: Level) -> Bool { left.rawValue < right.rawValue }
+
+        package var name: String {
+            switch self {
+            case .portable: "portable"
+            case .avx2: "avx2"
+            case .avx512: "avx512"
+            }
         }
-        return facetrain_vector_level() >= 2
+    }
+
+    /// The best set this CPU runs.
+    package static let available = Level(rawValue: Int(facetrain_vector_level())) ?? .portable
+
+    /// The set that runs.
+    package static let level: Level = {
+        let asked = ProcessInfo.processInfo.environment["FACETRAIN_VECTOR_KERNELS"].flatMap { name in
+            Level.allCases.first { $0.name == name }
+        }
+        return min(asked ?? available, available)
     }()
 
-    /// What runs, for benchmarks and `facetrain bench`: "avx512" or "portable".
-    package static var name: String { avx512 ? "avx512" : "portable" }
+    /// Whether a C set runs (packed Winograd weights, the direct first-layer kernel, bands).
+    package static var vectorized: Bool { level != .portable }
+
+    /// What runs, for benchmarks and `facetrain bench`: "avx512", "avx2" or "portable".
+    package static var name: String { level.name }
 }

@@ -120,7 +120,7 @@ struct WinogradGeometry: Sendable, Equatable {
     static let bandFloats = 192 * 1024
     static let bandingThreshold = 1024 * 1024
 
-    /// Tile rows of a band for inference on the AVX-512 kernels (`facetrain_winograd_forward_bands_avx512`),
+    /// Tile rows of a band for inference on the C kernels (`facetrain_winograd_forward_bands_avx512` or `_avx2`),
     /// or nil when one image's V and M are below `bandingThreshold`.
     func bandRows(outputChannels f: Int) -> Int? {
         let perRow = winogradPositions * (convolution.channels + f) * tileColumns
@@ -338,15 +338,17 @@ private func storeColumn(_ v: Six, _ l: Int, _ target: UnsafeMutablePointer<Floa
 /// column). Channels are independent, so workers may each take a range of them.
 func winogradInputTransform(
     image: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, padded: UnsafeMutablePointer<Float>,
-    transformed: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil, vector: Bool = VectorKernels.avx512
+    transformed: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil,
+    kernels: VectorKernels.Level = VectorKernels.level
 ) {
     let g = w.convolution
     let (columns, pw) = (w.columns, w.paddedWidth)
     let stride = w.inputStride(images: n)
-    if vector {
+    if kernels != .portable {
         let range = channels ?? 0..<g.channels
+        let input = kernels == .avx2 ? facetrain_winograd_input_avx2 : facetrain_winograd_input_avx512
         w.patchOffsets.withUnsafeBufferPointer { offsets in
-            facetrain_winograd_input_avx512(
+            input(
                 image, g.height, g.width, g.padding, w.paddedHeight, pw, offsets.baseAddress!, columns,
                 range.lowerBound, range.upperBound, padded, transformed, n * columns, stride)
         }
@@ -460,21 +462,22 @@ struct WinogradActivation {
 func winogradOutputTransform(
     transformed m: UnsafePointer<Float>, geometry w: WinogradGeometry, images n: Int, outputChannels f: Int,
     bias: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, channels: Range<Int>? = nil,
-    activation: WinogradActivation? = nil, vector: Bool = VectorKernels.avx512
+    activation: WinogradActivation? = nil, kernels: VectorKernels.Level = VectorKernels.level
 ) {
     let (oh, ow) = (w.convolution.outputHeight, w.convolution.outputWidth)
     let columns = w.columns
     let stride = w.outputStride(outputChannels: f, images: n)
-    if vector {
+    if kernels != .portable {
         let range = channels ?? 0..<f
-        facetrain_winograd_output_avx512(
+        let outputTransform = kernels == .avx2 ? facetrain_winograd_output_avx2 : facetrain_winograd_output_avx512
+        outputTransform(
             m, n * columns, stride, w.tiles, w.tileColumns, oh, ow,
             activation?.pool == true ? (oh / 2) * (ow / 2) : oh * ow,
             bias, activation?.scale, activation?.shift, activation?.pool == true ? 1 : 0, range.lowerBound,
             range.upperBound, output)
         return
     }
-    precondition(activation == nil, "the activation is folded into the AVX-512 output transform only")
+    precondition(activation == nil, "the activation is folded into the C output transforms only")
     w.outputOffsets.withUnsafeBufferPointer { offsets in
         w.outputRows.withUnsafeBufferPointer { validRows in
             w.outputColumns.withUnsafeBufferPointer { validColumns in

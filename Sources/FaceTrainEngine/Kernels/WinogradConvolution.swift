@@ -32,7 +32,7 @@ private struct WinogradWorkspace {
 }
 
 /// `M[ξ] = U[ξ] · V[ξ]` for the 36 positions ξ, rows `outputChannels` of M only: with `packed` U
-/// (`facetrain_winograd_pack`, inference on AVX-512) the C kernel, one call for all positions; else
+/// (`facetrain_winograd_pack`, inference on the C kernels) the C kernel, one call for all positions; else
 /// OpenBLAS, one product per position. The two round differently (the kernel's sums are fused
 /// multiply-adds in channel order), which the comparisons with im2col allow for; the kernel gives
 /// the same bits however the rows are split, OpenBLAS not always.
@@ -41,7 +41,9 @@ private func winogradProducts(
     outputChannels f: Int, rows: Range<Int>
 ) {
     if packed {
-        facetrain_winograd_products_avx512(
+        let products =
+            VectorKernels.level == .avx2 ? facetrain_winograd_products_avx2 : facetrain_winograd_products_avx512
+        products(
             u, f, work.v, work.vStride, work.m, work.mStride, c, columns, rows.lowerBound, rows.upperBound)
         return
     }
@@ -119,7 +121,7 @@ func winogradConvolutionForwardShared(
     }
 }
 
-/// `winogradConvolutionForward` of one image at inference on the AVX-512 kernels (U packed), band
+/// `winogradConvolutionForward` of one image at inference on the C kernels (U packed), band
 /// by band (`WinogradGeometry.bandRows`) over the tile rows `tileRows` (all of them, or a worker's
 /// share: bands are independent): the same bits as the three steps over the whole image.
 /// `scratch` holds `winogradBandScratchSize` floats.
@@ -127,10 +129,14 @@ func winogradConvolutionForwardBands(
     image: UnsafePointer<Float>, geometry w: WinogradGeometry, outputChannels f: Int,
     packedWeight: UnsafePointer<Float>,
     bias: UnsafePointer<Float>, activation: WinogradActivation?, bandRows: Int, tileRows: Range<Int>,
-    scratch: UnsafeMutablePointer<Float>, output: UnsafeMutablePointer<Float>
+    scratch: UnsafeMutablePointer<Float>, output: UnsafeMutablePointer<Float>,
+    kernels: VectorKernels.Level = VectorKernels.level
 ) {
     let g = w.convolution
-    facetrain_winograd_forward_bands_avx512(
+    let bands =
+        kernels == .avx2
+        ? facetrain_winograd_forward_bands_avx2 : facetrain_winograd_forward_bands_avx512
+    bands(
         image, g.channels, g.height, g.width, g.padding, g.outputHeight, g.outputWidth, w.tileColumns, packedWeight, f,
         bias, activation?.scale, activation?.shift, activation?.pool == true ? 1 : 0, bandRows, tileRows.lowerBound,
         tileRows.upperBound, scratch, output)

@@ -2,7 +2,7 @@ import CVectorKernels
 
 /// Conv2D → BatchNorm2D → ReLU (→ MaxPool 2×2 or global average pool), run as one fused stage;
 /// the convolution is ungrouped (Winograd's F(4×4, 3×3) where `WinogradGeometry.suits`; at
-/// inference with the AVX-512 kernels, the direct kernel where `suitsDirectKernel`: a first layer;
+/// inference with the C vector kernels, the direct kernel where `suitsDirectKernel`: a first layer;
 /// im2col + GEMM otherwise) or depthwise (its own direct kernel).
 ///
 /// Same arithmetic as the four layers one after another, in fewer passes over memory: per image,
@@ -32,7 +32,7 @@ struct ConvolutionBlock: Sendable {
     private var transformedWeight = Buffer<Float>()
     /// The weights `transformedWeight` was made from.
     private var transformedFrom: [Float] = []
-    /// U packed for the AVX-512 products (inference), and the weights it was made from.
+    /// U packed for the C kernels' products (inference), and the weights it was made from.
     private var packedWeight = Buffer<Float>()
     private var packedFrom: [Float] = []
     private var mean: [Float] = []
@@ -71,8 +71,8 @@ struct ConvolutionBlock: Sendable {
         let chunks = Parallel.ranges(batch, parts: Parallel.chunkCount)
         let training = mode == .training
         let winograd = depthwise ? nil : WinogradGeometry(g)
-        let packed = !training && VectorKernels.avx512
-        // Inference with the AVX-512 kernels runs a large plane's Winograd band by band, and a shallow
+        let packed = !training && VectorKernels.vectorized
+        // Inference with the C vector kernels runs a large plane's Winograd band by band, and a shallow
         // im2col layer directly (no column matrix).
         let bandRows = packed ? winograd?.bandRows(outputChannels: f) : nil
         let direct = packed && winograd == nil && !depthwise && g.suitsDirectKernel
@@ -309,10 +309,10 @@ struct ConvolutionBlock: Sendable {
     }
 
     /// Whether inference folds normalisation, ReLU and pooling into Winograd's output transform:
-    /// with the AVX-512 kernels, for no pooling or a 2×2 max-pool of even planes (its windows then
+    /// with the C vector kernels, for no pooling or a 2×2 max-pool of even planes (its windows then
     /// lie inside the 4×4 tiles). The same operations in the same order as `activate`, so the same bits.
     private static func foldsActivation(_ pooling: Pooling, height: Int, width: Int) -> Bool {
-        VectorKernels.avx512 && (pooling == .none || (pooling == .max2x2 && height % 2 == 0 && width % 2 == 0))
+        VectorKernels.vectorized && (pooling == .none || (pooling == .max2x2 && height % 2 == 0 && width % 2 == 0))
     }
 
     /// Makes now what inference makes on its first call and keeps while the weights stay: Winograd's
@@ -324,11 +324,11 @@ struct ConvolutionBlock: Sendable {
             WinogradGeometry.suits(
                 kernelSize: conv.kernelSize, stride: conv.stride, padding: conv.padding, channels: conv.inputChannels)
         else { return }
-        _ = VectorKernels.avx512 ? packWeights(conv) : plainWeights(conv)
+        _ = VectorKernels.vectorized ? packWeights(conv) : plainWeights(conv)
     }
 
     /// Winograd's U of the convolution's weights (nil when it runs as im2col or depthwise); `packed`
-    /// (inference with the AVX-512 kernels) packs it for their products, and keeps only that.
+    /// (inference with the C vector kernels) packs it for their products, and keeps only that.
     private mutating func transformWeights(
         _ conv: Conv2D, _ winograd: WinogradGeometry?, packed: Bool
     ) -> UnsafePointer<Float>? {
@@ -356,7 +356,7 @@ struct ConvolutionBlock: Sendable {
         return transformedWeight.pointer
     }
 
-    /// U packed for the AVX-512 products (`facetrain_winograd_pack`), kept like U while the weights
+    /// U packed for the C kernels' products (`facetrain_winograd_pack`), kept like U while the weights
     /// are those it was made from. U itself is made in a scratch and dropped, unless training keeps it.
     private mutating func packWeights(_ conv: Conv2D) -> UnsafePointer<Float> {
         if packedFrom == conv.weight.value.scalars { return packedWeight.pointer }

@@ -4,9 +4,10 @@ import Testing
 @testable import FaceTrain
 @testable import FaceTrainEngine
 
-/// The AVX-512 direct kernel inference runs on shallow layers (a network's first), against im2col +
-/// GEMM: strides 1 and 2, paddings 0-2, planes narrower and wider than a vector with ragged ends,
-/// output channels in and past a block of 16; and the same bits however rows and channels are split.
+/// The C direct kernels inference runs on shallow layers (a network's first; AVX-512 and AVX2,
+/// whichever this CPU runs), against im2col + GEMM: strides 1 and 2, paddings 0-2, planes narrower
+/// and wider than a vector with ragged ends, output channels in and past a block of 8 and 16; the
+/// same bits however rows and channels are split, and from both sets.
 @Suite struct DirectConvolutionTests {
     static let cases: [(ConvolutionGeometry, Int)] = [
         // The detector's first layer on a photo's odd size, and the base's at 80 px.
@@ -23,8 +24,8 @@ import Testing
 
     @Test(arguments: cases)
     func matchesIm2colAndGEMM(_ g: ConvolutionGeometry, _ f: Int) throws {
-        guard facetrain_vector_level() >= 2 else {
-            #expect(!VectorKernels.avx512)
+        guard VectorKernels.available >= .avx2 else {
+            #expect(!VectorKernels.vectorized)
             return
         }
         #expect(g.suitsDirectKernel)
@@ -36,25 +37,30 @@ import Testing
         convolutionForward(
             image: image, geometry: g, outputChannels: f, weight: weight, bias: bias, columns: &columns,
             output: &expected)
-        var whole = [Float](repeating: .nan, count: expected.count)
-        directConvolutionForward(
-            image: image, geometry: g, weight: weight, bias: bias, channels: 0..<f, rows: 0..<g.outputHeight,
-            output: &whole)
-        let worst = zip(whole, expected).map { abs($0 - $1) / max(1, abs($1)) }.max() ?? 0
-        #expect(!whole.contains { !$0.isFinite })
-        #expect(worst < 1e-5, "largest relative difference \(worst)")
+        var results: [[UInt32]] = []
+        for kernels in VectorKernels.Level.allCases where kernels >= .avx2 && kernels <= VectorKernels.available {
+            var whole = [Float](repeating: .nan, count: expected.count)
+            directConvolutionForward(
+                image: image, geometry: g, weight: weight, bias: bias, channels: 0..<f, rows: 0..<g.outputHeight,
+                output: &whole, kernels: kernels)
+            let worst = zip(whole, expected).map { abs($0 - $1) / max(1, abs($1)) }.max() ?? 0
+            #expect(!whole.contains { !$0.isFinite }, "\(kernels.name)")
+            #expect(worst < 1e-5, "\(kernels.name): largest relative difference \(worst)")
 
-        // Split into two row ranges and two channel ranges (the second starting inside a block).
-        var split = [Float](repeating: .nan, count: expected.count)
-        let (middleRow, middleChannel) = (g.outputHeight / 2, f / 2)
-        for rows in [0..<middleRow, middleRow..<g.outputHeight] {
-            for channels in [0..<middleChannel, middleChannel..<f] {
-                directConvolutionForward(
-                    image: image, geometry: g, weight: weight, bias: bias, channels: channels, rows: rows,
-                    output: &split)
+            // Split into two row ranges and two channel ranges (the second starting inside a block).
+            var split = [Float](repeating: .nan, count: expected.count)
+            let (middleRow, middleChannel) = (g.outputHeight / 2, f / 2)
+            for rows in [0..<middleRow, middleRow..<g.outputHeight] {
+                for channels in [0..<middleChannel, middleChannel..<f] {
+                    directConvolutionForward(
+                        image: image, geometry: g, weight: weight, bias: bias, channels: channels, rows: rows,
+                        output: &split, kernels: kernels)
+                }
             }
+            #expect(split.map(\.bitPattern) == whole.map(\.bitPattern), "\(kernels.name)")
+            results.append(whole.map(\.bitPattern))
         }
-        #expect(split.map(\.bitPattern) == whole.map(\.bitPattern))
+        #expect(results.allSatisfy { $0 == results[0] }, "AVX-512 and AVX2 give the same bits")
     }
 
     @Test func onlyShallowStrideOneOrTwoKernels() {

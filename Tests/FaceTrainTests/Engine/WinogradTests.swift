@@ -171,17 +171,19 @@ import Testing
         #expect(GradientCheck.relativeError(inferred.scalars, y.scalars.map(Double.init)) < 1e-5)
     }
 
-    /// The AVX-512 transforms (CVectorKernels) give the portable Swift ones' bits: V and the
-    /// output for every channel and a range of them, and the output with the block's normalisation,
-    /// ReLU and 2×2 max-pool folded in against the Swift output transform followed by the Swift
-    /// activation kernels. Buffers start as NaN, so a value either path leaves unwritten shows.
-    /// Without AVX-512 on this CPU the engine must not choose them, which is all there is to check.
+    /// The C transforms (CVectorKernels, every set this CPU runs: AVX-512 and AVX2) give the
+    /// portable Swift ones' bits: V and the output for every channel and a range of them, and the
+    /// output with the block's normalisation, ReLU and 2×2 max-pool folded in against the Swift
+    /// output transform followed by the Swift activation kernels. Buffers start as NaN, so a value
+    /// a path leaves unwritten shows. Without AVX2 on this CPU the engine must not choose them,
+    /// which is all there is to check.
     @Test(arguments: cases)
     func vectorTransformsGiveThePortableBits(_ testCase: Case) throws {
-        guard facetrain_vector_level() >= 2 else {
-            #expect(!VectorKernels.avx512)
+        guard VectorKernels.available >= .avx2 else {
+            #expect(!VectorKernels.vectorized)
             return
         }
+        let sets = VectorKernels.Level.allCases.filter { $0 <= VectorKernels.available }
         let g = testCase.geometry
         let f = testCase.outputChannels
         let winograd = try #require(WinogradGeometry(g))
@@ -191,15 +193,17 @@ import Testing
         func bits(_ values: Floats) -> [UInt32] { values.array.map(\.bitPattern) }
         for channels in [0..<g.channels, 1..<g.channels - 1] {
             var transforms: [[UInt32]] = []
-            for vector in [false, true] {
+            for kernels in sets {
                 let v = Floats(count: winograd.inputTransformSize(images: images), repeating: .nan)
                 // This image as the second of a group, to check the strides.
                 winogradInputTransform(
                     image: x.pointer, geometry: winograd, images: images, padded: plane.pointer,
-                    transformed: v.pointer + winograd.columns, channels: channels, vector: vector)
+                    transformed: v.pointer + winograd.columns, channels: channels, kernels: kernels)
                 transforms.append(bits(v))
             }
-            #expect(transforms[0] == transforms[1], "V, channels \(channels)")
+            for index in 1..<sets.count {
+                #expect(transforms[index] == transforms[0], "V, channels \(channels), \(sets[index].name)")
+            }
         }
 
         let m = Floats(
@@ -210,20 +214,22 @@ import Testing
         let (h, w) = (g.outputHeight, g.outputWidth)
         for channels in [0..<f, f / 2..<f] {
             var outputs: [[UInt32]] = []
-            for vector in [false, true] {
+            for kernels in sets {
                 let y = Floats(count: f * h * w, repeating: .nan)
                 winogradOutputTransform(
                     transformed: m.pointer + winograd.columns, geometry: winograd, images: images, outputChannels: f,
-                    bias: bias.pointer, output: y.pointer, channels: channels, vector: vector)
+                    bias: bias.pointer, output: y.pointer, channels: channels, kernels: kernels)
                 outputs.append(bits(y))
             }
-            #expect(outputs[0] == outputs[1], "output, channels \(channels)")
+            for index in 1..<sets.count {
+                #expect(outputs[index] == outputs[0], "output, channels \(channels), \(sets[index].name)")
+            }
         }
         for pool in h % 2 == 0 && w % 2 == 0 ? [false, true] : [false] {
             let convolution = Floats(count: f * h * w, repeating: .nan)
             winogradOutputTransform(
                 transformed: m.pointer, geometry: winograd, images: images, outputChannels: f, bias: bias.pointer,
-                output: convolution.pointer, vector: false)
+                output: convolution.pointer, kernels: .portable)
             let size = pool ? f * (h / 2) * (w / 2) : f * h * w
             let expected = Floats(count: size, repeating: .nan)
             if pool {
@@ -235,23 +241,27 @@ import Testing
                     convolution.pointer, channels: f, pixels: h * w, scale: scale.pointer, shift: shift.pointer,
                     output: expected.pointer)
             }
-            let folded = Floats(count: size, repeating: .nan)
-            winogradOutputTransform(
-                transformed: m.pointer, geometry: winograd, images: images, outputChannels: f, bias: bias.pointer,
-                output: folded.pointer,
-                activation: WinogradActivation(scale: scale.pointer, shift: shift.pointer, pool: pool), vector: true)
-            #expect(bits(folded) == bits(expected), "activation folded in, pool \(pool)")
+            for kernels in sets.dropFirst() {
+                let folded = Floats(count: size, repeating: .nan)
+                winogradOutputTransform(
+                    transformed: m.pointer, geometry: winograd, images: images, outputChannels: f, bias: bias.pointer,
+                    output: folded.pointer,
+                    activation: WinogradActivation(scale: scale.pointer, shift: shift.pointer, pool: pool),
+                    kernels: kernels)
+                #expect(bits(folded) == bits(expected), "activation folded in, pool \(pool), \(kernels.name)")
+            }
         }
     }
 
-    /// The AVX-512 products on packed U against OpenBLAS's, one position after another: row counts
-    /// below, at and past the 12-row blocks (and past 24, the one-vector kernel's), column counts
-    /// of one partial vector, two, and several with a partial last, several channel counts. Within
-    /// float rounding of OpenBLAS (different sums); the same bits when the rows are split at a block.
-    @Test(arguments: [(5, 8, 12), (12, 9, 16), (13, 16, 28), (30, 33, 100), (64, 32, 12), (40, 24, 36)])
+    /// The C products on packed U (AVX-512 and AVX2, whichever this CPU runs) against OpenBLAS's,
+    /// one position after another: row counts below, at and past the 12-row blocks (and past 24,
+    /// the one-vector kernel's), column counts of one partial vector, two, and several with a
+    /// partial last, several channel counts. Within float rounding of OpenBLAS (different sums);
+    /// the same bits as each other, and when the rows are split at a block.
+    @Test(arguments: [(5, 8, 12), (12, 9, 16), (13, 16, 28), (30, 33, 100), (64, 32, 12), (40, 24, 36), (7, 5, 7)])
     func packedProductsMatchOpenBLAS(_ shape: (outputChannels: Int, channels: Int, columns: Int)) throws {
-        guard facetrain_vector_level() >= 2 else {
-            #expect(!VectorKernels.avx512)
+        guard VectorKernels.available >= .avx2 else {
+            #expect(!VectorKernels.vectorized)
             return
         }
         let (f, c, n) = shape
@@ -268,24 +278,31 @@ import Testing
         }
         let packed = Floats(count: facetrain_winograd_packed_size(f, c), repeating: .nan)
         facetrain_winograd_pack(u.pointer, uStride, f, c, packed.pointer)
-        let whole = Floats(count: expected.count, repeating: .nan)
-        facetrain_winograd_products_avx512(packed.pointer, f, v.pointer, vStride, whole.pointer, mStride, c, n, 0, f)
-        var worst: Float = 0
-        for xi in 0..<winogradPositions {
-            for index in 0..<f * n {
-                let (a, b) = (whole.pointer[xi * mStride + index], expected.pointer[xi * mStride + index])
-                worst = max(worst, abs(a - b) / max(1, abs(b)))
+        let kernels =
+            VectorKernels.available == .avx512
+            ? [facetrain_winograd_products_avx512, facetrain_winograd_products_avx2]
+            : [facetrain_winograd_products_avx2]
+        var results: [[UInt32]] = []
+        for products in kernels {
+            let whole = Floats(count: expected.count, repeating: .nan)
+            products(packed.pointer, f, v.pointer, vStride, whole.pointer, mStride, c, n, 0, f)
+            var worst: Float = 0
+            for xi in 0..<winogradPositions {
+                for index in 0..<f * n {
+                    let (a, b) = (whole.pointer[xi * mStride + index], expected.pointer[xi * mStride + index])
+                    worst = max(worst, abs(a - b) / max(1, abs(b)))
+                }
             }
+            #expect(worst < 1e-5, "largest relative difference \(worst)")
+            let split = Floats(count: expected.count, repeating: .nan)
+            let block = Int(FACETRAIN_WINOGRAD_ROW_BLOCK)
+            let middle = min(f, block)
+            products(packed.pointer, f, v.pointer, vStride, split.pointer, mStride, c, n, 0, middle)
+            products(packed.pointer, f, v.pointer, vStride, split.pointer, mStride, c, n, middle, f)
+            #expect(split.array.map(\.bitPattern) == whole.array.map(\.bitPattern))
+            results.append(whole.array.map(\.bitPattern))
         }
-        #expect(worst < 1e-5, "largest relative difference \(worst)")
-        let split = Floats(count: expected.count, repeating: .nan)
-        let block = Int(FACETRAIN_WINOGRAD_ROW_BLOCK)
-        let middle = min(f, block)
-        facetrain_winograd_products_avx512(
-            packed.pointer, f, v.pointer, vStride, split.pointer, mStride, c, n, 0, middle)
-        facetrain_winograd_products_avx512(
-            packed.pointer, f, v.pointer, vStride, split.pointer, mStride, c, n, middle, f)
-        #expect(split.array.map(\.bitPattern) == whole.array.map(\.bitPattern))
+        #expect(results.allSatisfy { $0 == results[0] }, "AVX-512 and AVX2 give the same bits")
     }
 
     /// Inference band by band (a large plane's V and M kept in cache) gives the whole image's bits:
@@ -294,8 +311,8 @@ import Testing
     /// `bandRows` bands only planes whose V and M pass the budget.
     @Test(arguments: [(16, 40, 52, 1, 24), (8, 37, 45, 1, 5), (10, 18, 35, 0, 13), (12, 30, 30, 2, 12)])
     func bandsGiveTheWholeImageBits(_ shape: (channels: Int, height: Int, width: Int, padding: Int, f: Int)) throws {
-        guard facetrain_vector_level() >= 2 else {
-            #expect(!VectorKernels.avx512)
+        guard VectorKernels.available >= .avx2 else {
+            #expect(!VectorKernels.vectorized)
             return
         }
         let g = ConvolutionGeometry(
@@ -329,21 +346,25 @@ import Testing
                 images: x.pointer, count: 1, geometry: winograd, outputChannels: f, transformedWeight: packed.pointer,
                 packed: true, bias: bias.pointer, scratch: scratch.pointer, activation: activation,
                 output: whole.pointer)
-            for bandRows in 1...3 {
-                let banded = Floats(count: size, repeating: .nan)
-                let middle = winograd.tileRows / 2 + 1
-                for share in [0..<middle, middle..<winograd.tileRows] {
-                    let work = Floats(
-                        count: winogradBandScratchSize(winograd, outputChannels: f, bandRows: bandRows), repeating: .nan
-                    )
-                    winogradConvolutionForwardBands(
-                        image: x.pointer, geometry: winograd, outputChannels: f, packedWeight: packed.pointer,
-                        bias: bias.pointer, activation: activation, bandRows: bandRows, tileRows: share,
-                        scratch: work.pointer, output: banded.pointer)
+            // Every C set this CPU runs, against the whole image on the engine's own (their bits agree).
+            for kernels in VectorKernels.Level.allCases where kernels >= .avx2 && kernels <= VectorKernels.available {
+                for bandRows in 1...3 {
+                    let banded = Floats(count: size, repeating: .nan)
+                    let middle = winograd.tileRows / 2 + 1
+                    for share in [0..<middle, middle..<winograd.tileRows] {
+                        let work = Floats(
+                            count: winogradBandScratchSize(winograd, outputChannels: f, bandRows: bandRows),
+                            repeating: .nan)
+                        winogradConvolutionForwardBands(
+                            image: x.pointer, geometry: winograd, outputChannels: f, packedWeight: packed.pointer,
+                            bias: bias.pointer, activation: activation, bandRows: bandRows, tileRows: share,
+                            scratch: work.pointer, output: banded.pointer, kernels: kernels)
+                    }
+                    let folding = activation.map { $0.pool ? "pooled" : "folded" } ?? "none"
+                    #expect(
+                        banded.array.map(\.bitPattern) == whole.array.map(\.bitPattern),
+                        "\(kernels.name): bands of \(bandRows), activation \(folding)")
                 }
-                #expect(
-                    banded.array.map(\.bitPattern) == whole.array.map(\.bitPattern),
-                    "bands of \(bandRows), activation \(activation.map { $0.pool ? "pooled" : "folded" } ?? "none")")
             }
         }
         let band = try #require(winograd.bandRows(outputChannels: 4096), "4,096 output channels pass the budget")
