@@ -22,10 +22,16 @@ AVX2 static inline __m256i lanes_inside(long start, long width) {
 
 /* row[x0 + stride * j] for j < 8 (stride 1 or 2), 0 outside [0, width): masked loads never touch
    memory outside the row. */
+AVX2 static inline __m256 load_eight(const float *row, long start, long width) {
+    /* Plain where all 8 lie inside (a masked load costs more, much more on AMD). */
+    if (start >= 0 && start + 8 <= width) return _mm256_loadu_ps(row + start);
+    return _mm256_maskload_ps(row + start, lanes_inside(start, width));
+}
+
 AVX2 static inline __m256 load_row(const float *row, long x0, long stride, long width) {
-    if (stride == 1) return _mm256_maskload_ps(row + x0, lanes_inside(x0, width));
-    __m256 low = _mm256_maskload_ps(row + x0, lanes_inside(x0, width));
-    __m256 high = _mm256_maskload_ps(row + x0 + 8, lanes_inside(x0 + 8, width));
+    if (stride == 1) return load_eight(row, x0, width);
+    __m256 low = load_eight(row, x0, width);
+    __m256 high = load_eight(row, x0 + 8, width);
     /* [l0 l2 h0 h2 | l4 l6 h4 h6], then the 64-bit pairs reordered to l0 l2 l4 l6 h0 h2 h4 h6. */
     __m256 even = _mm256_shuffle_ps(low, high, 0x88);
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8));
@@ -73,7 +79,13 @@ void facetrain_direct_convolution_avx2(
                 }
                 __m256i columns = lanes_inside(x, output_width);
                 float *target = output + first * plane + y * output_width + x;
-                for (int lane = 0; lane < count; lane++) _mm256_maskstore_ps(target + lane * plane, columns, sum[lane]);
+                for (int lane = 0; lane < count; lane++) {
+                    if (x + 8 <= output_width) {
+                        _mm256_storeu_ps(target + lane * plane, sum[lane]);
+                    } else {
+                        _mm256_maskstore_ps(target + lane * plane, columns, sum[lane]);
+                    }
+                }
             }
         }
     }

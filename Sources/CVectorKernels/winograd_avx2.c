@@ -38,7 +38,9 @@ AVX2 static inline void output_combination(const __m256 x[6], __m256 y[4]) {
     y[3] = _mm256_add_ps(_mm256_add_ps(m12, _mm256_mul_ps(eight, m34)), x[5]);
 }
 
-/* All lanes j < count set (the masked loads and stores of AVX2 read the sign bits). */
+/* All lanes j < count set (the masked loads and stores of AVX2 read the sign bits). A masked load
+   or store costs more than a plain one (much more on AMD), so the kernels take the plain ones
+   wherever all 8 lanes are there. */
 AVX2 static inline __m256i lanes_below(long count) {
     long clamped = count < 0 ? 0 : count > 8 ? 8 : count;
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)clamped), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -89,7 +91,14 @@ AVX2 static inline void input_tiles(
             __m256 column[6] = {combined[0][l], combined[1][l], combined[2][l], combined[3][l], combined[4][l], combined[5][l]};
             __m256 value[6];
             input_combination(column, value);
-            for (int k = 0; k < 6; k++) _mm256_maskstore_ps(target + first + (6 * k + l) * position_stride, mask, value[k]);
+            for (int k = 0; k < 6; k++) {
+                float *to = target + first + (6 * k + l) * position_stride;
+                if (first + 8 <= columns) {
+                    _mm256_storeu_ps(to, value[k]);
+                } else {
+                    _mm256_maskstore_ps(to, mask, value[k]);
+                }
+            }
         }
     }
 }
@@ -111,6 +120,10 @@ void facetrain_winograd_input_avx2(
 
 /* Up to 4 columns of one row of a tile: `valid` of them. */
 AVX2 static inline void store_row(float *p, __m128 value, long valid) {
+    if (valid == 4) {
+        _mm_storeu_ps(p, value);
+        return;
+    }
     __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32((int)valid), _mm_setr_epi32(0, 1, 2, 3));
     _mm_maskstore_ps(p, mask, value);
 }
@@ -137,7 +150,10 @@ void facetrain_winograd_output_avx2(
             __m256 column[6][4];
             for (int l = 0; l < 6; l++) {
                 __m256 x[6];
-                for (int k = 0; k < 6; k++) x[k] = _mm256_maskload_ps(from + (6 * k + l) * position_stride, mask);
+                for (int k = 0; k < 6; k++) {
+                    const float *at = from + (6 * k + l) * position_stride;
+                    x[k] = first + 8 <= tiles ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, mask);
+                }
                 output_combination(x, column[l]);
             }
             /* ... then (A^T M) A across the columns: pixel 4r + j of each tile's 4 x 4. */
