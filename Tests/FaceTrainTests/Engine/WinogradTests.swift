@@ -311,10 +311,9 @@ import Testing
     /// `bandRows` bands only planes whose V and M pass the budget.
     @Test(arguments: [(16, 40, 52, 1, 24), (8, 37, 45, 1, 5), (10, 18, 35, 0, 13), (12, 30, 30, 2, 12)])
     func bandsGiveTheWholeImageBits(_ shape: (channels: Int, height: Int, width: Int, padding: Int, f: Int)) throws {
-        guard VectorKernels.available >= .avx2 else {
-            #expect(!VectorKernels.vectorized)
-            return
-        }
+        // The whole image's reference runs the engine's own set; with the portable kernels (a CPU
+        // without AVX2, or FACETRAIN_VECTOR_KERNELS=portable) the engine never bands or folds.
+        guard VectorKernels.vectorized else { return }
         let g = ConvolutionGeometry(
             channels: shape.channels, height: shape.height, width: shape.width, kernelSize: 3, stride: 1,
             padding: shape.padding)
