@@ -64,6 +64,11 @@ struct FaceTrainCommand {
             printError(error.message)
             exit(ExitCode.failure.rawValue)
         }
+        // A misspelt or unrunnable set would silently run another: refused before any work.
+        if let problem = VectorKernels.environmentProblem {
+            printError("Error: " + problem)
+            exit(ExitCode.failure.rawValue)
+        }
         exit(run(Array(CommandLine.arguments.dropFirst())).rawValue)
     }
 

@@ -11,6 +11,32 @@ struct CommandLineTests {
         #expect(!output.standardOutput.contains("unknown kernel"))
     }
 
+    /// `FACETRAIN_VECTOR_KERNELS`: a lower set is taken and named by `blas`; a name that is no set,
+    /// or a set above the CPU's, is refused at start-up before any work, naming the sets it runs.
+    @Test func engineKernelSetsAreNamedAndBadChoicesRefused() throws {
+        let portable = try CLIRunner.run(["blas"], environment: ["FACETRAIN_VECTOR_KERNELS": "portable"])
+        #expect(portable.status == 0, "\(portable.standardError)")
+        #expect(
+            portable.standardOutput.contains(
+                "Engine kernels: portable, chosen by FACETRAIN_VECTOR_KERNELS in the environment"),
+            "\(portable.standardOutput)")
+        let chosen = try CLIRunner.run(["blas"], environment: ["FACETRAIN_VECTOR_KERNELS": ""])
+        #expect(chosen.standardOutput.contains(", chosen by the best this CPU runs"), "\(chosen.standardOutput)")
+
+        let misspelt = try CLIRunner.run(["--version"], environment: ["FACETRAIN_VECTOR_KERNELS": "avx-2"])
+        #expect(misspelt.status == 1)
+        #expect(misspelt.standardError.contains("FACETRAIN_VECTOR_KERNELS=avx-2 is not a kernel set"))
+        #expect(misspelt.standardError.contains("portable"), "names the sets it runs: \(misspelt.standardError)")
+        #expect(misspelt.standardOutput.isEmpty)
+
+        let flags = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        if !flags.contains("avx512f") {
+            let above = try CLIRunner.run(["--version"], environment: ["FACETRAIN_VECTOR_KERNELS": "avx512"])
+            #expect(above.status == 1)
+            #expect(above.standardError.contains("this CPU cannot run it"), "\(above.standardError)")
+        }
+    }
+
     /// The environment of a facetrain that chooses its own kernel (`make test` sets the product's).
     static let choosing = ["OPENBLAS_CORETYPE": "", "FACETRAIN_BLAS_REEXEC": ""]
     /// A CPU with AVX2 but no AVX-512 (Zen 3), as far as facetrain's choice is concerned.

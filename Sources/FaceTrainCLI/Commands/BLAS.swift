@@ -57,6 +57,7 @@ struct BLAS: Command {
                     : environment["FACETRAIN_BLAS_REEXEC"].map {
                         $0 == "rejected" ? "OpenBLAS (facetrain's choice failed its self-check)" : "facetrain (\($0))"
                     } ?? "OpenBLAS"))
+        print("Engine kernels: \(VectorKernels.name), chosen by \(VectorKernels.choice)")
         for coreType in BLASRuntime.matrixCoreTypes {
             let missing = BLASRuntime.missingFlags(coreType: coreType, cpuFlags: flags)
             let verdict = missing.isEmpty ? "runs here" : "needs \(missing.joined(separator: ", "))"

@@ -30,12 +30,30 @@ package enum VectorKernels {
     package static let available = Level(rawValue: Int(facetrain_vector_level())) ?? .portable
 
     /// The set that runs.
-    package static let level: Level = {
-        let asked = ProcessInfo.processInfo.environment["FACETRAIN_VECTOR_KERNELS"].flatMap { name in
-            Level.allCases.first { $0.name == name }
+    package static let level: Level = min(asked ?? available, available)
+
+    /// The set `FACETRAIN_VECTOR_KERNELS` names, if it names one.
+    private static let asked: Level? = ProcessInfo.processInfo.environment[variable].flatMap { name in
+        Level.allCases.first { $0.name == name }
+    }
+    private static let variable = "FACETRAIN_VECTOR_KERNELS"
+
+    /// What is wrong with `FACETRAIN_VECTOR_KERNELS`, for the CLI to refuse at start-up: a name that
+    /// is not a set, or a set this CPU cannot run (the engine would run another). Nil when unset or fine.
+    package static var environmentProblem: String? {
+        guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else { return nil }
+        let runnable = Level.allCases.filter { $0 <= available }.map(\.name).joined(separator: ", ")
+        guard let asked else {
+            return "\(variable)=\(value) is not a kernel set; use one this CPU runs (\(runnable)) or unset it"
         }
-        return min(asked ?? available, available)
-    }()
+        guard asked <= available else {
+            return "\(variable)=\(value): this CPU cannot run it; use one it runs (\(runnable)) or unset it"
+        }
+        return nil
+    }
+
+    /// Who chose `level`, for `facetrain blas`.
+    package static var choice: String { asked == nil ? "the best this CPU runs" : "\(variable) in the environment" }
 
     /// Whether a C set runs (packed Winograd weights, the direct first-layer kernel, bands).
     package static var vectorized: Bool { level != .portable }
