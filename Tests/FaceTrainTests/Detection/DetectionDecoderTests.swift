@@ -110,6 +110,32 @@ struct DetectionDecoderTests {
         #expect(DetectionDecoder.suppress(sorted, threshold: 0.45, keepLimit: 2) == [a, c])
     }
 
+    /// Voting: A (0.8) suppresses B (0.4, IoU 0.82) and takes their score-squared mean (weights 4 : 1)
+    /// for box and landmarks, keeping its own score; C, apart, is its own group and stays as it was;
+    /// D (IoU with A 0.43) is no member of A's group. Without voting the greedy result is unchanged.
+    @Test func votingAveragesAGroupByScoreSquared() throws {
+        let a = Detection(box: Self.box(0, 0, 10, 10), score: 0.8, landmarks: [FacePoint(x: 2, y: 3)])
+        let b = Detection(box: Self.box(1, 0, 10, 10), score: 0.4, landmarks: [FacePoint(x: 7, y: 8)])
+        let c = Detection(box: Self.box(20, 0, 10, 10), score: 0.7, landmarks: [FacePoint(x: 25, y: 5)])
+        let d = Detection(box: Self.box(4, 0, 10, 10), score: 0.3, landmarks: [FacePoint(x: 9, y: 5)])
+        let sorted = [a, b, c, d]
+        #expect(DetectionDecoder.suppress(sorted, threshold: 0.45, keepLimit: 750) == [a, c, d])
+        let voted = DetectionDecoder.suppress(sorted, threshold: 0.45, keepLimit: 750, voting: true)
+        #expect(voted.count == 3)
+        let first = try #require(voted.first)
+        #expect(first.score == 0.8)
+        #expect(Self.near(first.box.x, 0.2) && Self.near(first.box.right, 10.2))
+        #expect(Self.near(first.box.y, 0) && Self.near(first.box.bottom, 10))
+        #expect(Self.near(first.landmarks[0].x, 3) && Self.near(first.landmarks[0].y, 4))
+        #expect(voted[1] == c && voted[2] == d)
+        // Members without landmarks leave the leader's points alone.
+        let bare = Detection(box: b.box, score: b.score, landmarks: [])
+        let mixed = DetectionDecoder.suppress([a, bare], threshold: 0.45, keepLimit: 750, voting: true)
+        #expect(mixed.count == 1 && mixed[0].landmarks == a.landmarks && Self.near(mixed[0].box.x, 0.2))
+        // The decoder votes by default and can be told not to.
+        #expect(DetectionDecoder().voting && !DetectionDecoder(voting: false).voting)
+    }
+
     /// Equal scores keep their input order (level, then cell when decoding), so the first of two
     /// identical boxes survives.
     @Test func tiesKeepInputOrder() {
@@ -132,8 +158,11 @@ struct DetectionDecoderTests {
                 Self.set(&heads, level: level, row: row, column: row, channel: 1 + side, Float(log(distance / stride)))
             }
         }
-        let kept = DetectionDecoder().decode(heads: heads, image: 0)
+        let kept = DetectionDecoder(voting: false).decode(heads: heads, image: 0)
         #expect(kept.count == 1)
         #expect(Self.near(kept[0].landmarks[0].x, 12 + 8 * 7))
+        // Voting, the two equal scores weigh alike: the mean of 68 and 8 + 16 * 9.
+        let voted = DetectionDecoder().decode(heads: heads, image: 0)
+        #expect(voted.count == 1 && Self.near(voted[0].landmarks[0].x, (68 + 152) / 2))
     }
 }
