@@ -84,7 +84,10 @@ extension ServeCommandTests {
         for name in try FileManager.default.contentsOfDirectory(atPath: strangers.path).sorted().dropFirst(6) {
             try FileManager.default.removeItem(at: strangers.appendingPathComponent(name))
         }
-        let server = try Server(data: data, models: models)
+        // Two held-out crops a user make one crop a drop of 0.5 in the publication gate's recall
+        // check, and filing look-alike strangers can cost one: the gate is tested elsewhere, and
+        // here the corrected model must be published to be asked.
+        let server = try Server(data: data, models: models, extra: ["--allow-regression", "1"])
         defer { server.kill() }
         _ = try Self.register(server, synth, 3...7)
         #expect(try Self.train(server)["version"] as? Int == 1)
@@ -118,10 +121,15 @@ extension ServeCommandTests {
         let page = String(decoding: try server.curl("GET", "/").body, as: UTF8.self)
         #expect(page.contains("id=\"corrections\"") && page.contains("a stranger"))
 
-        #expect(try Self.train(server)["version"] as? Int == 2)
+        let retrained = try Self.train(server)
+        try #require(
+            retrained["version"] as? Int == 2 && retrained["published"] as? Bool == true,
+            "the corrected model was not published: \(retrained)")
         for file in accepted {
             let face = try #require(try Self.recognizeFirstFace(server, file))
-            #expect(face["accepted"] as? Bool == false, "\(file.lastPathComponent): \(face)")
+            #expect(
+                face["accepted"] as? Bool == false,
+                "\(file.path) (\(accepted.count) faces accepted, \(corrected) filed): \(face)")
         }
     }
 
