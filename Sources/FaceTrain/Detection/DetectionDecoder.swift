@@ -91,22 +91,24 @@ package struct DetectionDecoder: Sendable {
     package static func suppress(
         _ sorted: [Detection], threshold: Double, keepLimit: Int, voting: Bool = false
     ) -> [Detection] {
-        var suppressed = [Bool](repeating: false, count: sorted.count)
+        // Each candidate is compared with the kept boxes only (as greedy NMS does), and joins the
+        // group of the first kept one that suppresses it; once `keepLimit` are kept, the rest can
+        // only join groups.
         var kept: [Detection] = []
-        var group: [Int] = []
-        for index in sorted.indices where !suppressed[index] {
-            if kept.count >= keepLimit { break }
-            let leader = sorted[index]
-            group.removeAll(keepingCapacity: true)
-            group.append(index)
-            for other in (index + 1)..<sorted.count
-            where !suppressed[other] && leader.box.intersectionOverUnion(sorted[other].box) > threshold {
-                suppressed[other] = true
-                group.append(other)
+        var groups: [[Int]] = []
+        for (index, candidate) in sorted.enumerated() {
+            if let owner = kept.firstIndex(where: { $0.box.intersectionOverUnion(candidate.box) > threshold }) {
+                if voting { groups[owner].append(index) }
+                continue
             }
-            kept.append(voting && group.count > 1 ? vote(of: group.map { sorted[$0] }) : leader)
+            if kept.count >= keepLimit {
+                if voting { continue } else { break }
+            }
+            kept.append(candidate)
+            groups.append([index])
         }
-        return kept
+        guard voting else { return kept }
+        return groups.map { $0.count > 1 ? vote(of: $0.map { sorted[$0] }) : sorted[$0[0]] }
     }
 
     /// The first detection's score with the box and landmarks of the whole group averaged, each
