@@ -23,7 +23,7 @@ DETECTOR := detector/builtin
 BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80-grey10-area50-centre90 --version 9 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20 --greyscale 0.1 --min-area 0.5 --centre-crop 0.9
-# The recipe of the builtin detector (its manifest records it too), in three stages:
+# The recipe of the builtin detector (its manifest records it too), in four stages:
 # 1. faces_in_photos plus DETECTOR_SCENES synthetic scenes from random weights (v2 of detector/README.md);
 # 2. a finetune from stage 1 with DETECTOR_CROP_SCENES crop scenes added (detector/training_set.sh, v3);
 # 3. a finetune from stage 2 on the same set with faces partly covered and more blur (v4);
