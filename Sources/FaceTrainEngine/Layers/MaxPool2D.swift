@@ -24,6 +24,7 @@ public struct MaxPool2D: Layer {
             "MaxPool2D expects [N, C, H, W] with H, W ≥ \(size), got \(input.shape)")
         let shape = outputShape(for: input.shape)
         let (planes, h, w, oh, ow) = (shape[0] * shape[1], input.shape[2], input.shape[3], shape[2], shape[3])
+        if mode == .inference && size == 2 && stride == 2 { return Self.pool2x2(input, shape: shape) }
         var winners = [Int32](repeating: 0, count: planes * oh * ow)
         let (size, stride) = (size, stride)
         let output = input.scalars.withUnsafeBufferPointer { x in
@@ -53,6 +54,30 @@ public struct MaxPool2D: Layer {
             self.winners = winners
         }
         return output
+    }
+
+    /// Inference's 2x2, stride-2 pool: no winners to record, so each output is the maximum of its
+    /// window, the first of equal maxima as in training (the same value either way).
+    private static func pool2x2(_ input: Tensor, shape: [Int]) -> Tensor {
+        let (planes, h, w, oh, ow) = (shape[0] * shape[1], input.shape[2], input.shape[3], shape[2], shape[3])
+        return input.scalars.withUnsafeBufferPointer { x in
+            Tensor(shape: shape) { y in
+                Parallel.forEach(planes) { plane in
+                    for oy in 0..<oh {
+                        let top = x.baseAddress! + plane * h * w + 2 * oy * w
+                        let bottom = top + w
+                        let row = y + (plane * oh + oy) * ow
+                        for ox in 0..<ow {
+                            var best = top[2 * ox]
+                            if top[2 * ox + 1] > best { best = top[2 * ox + 1] }
+                            if bottom[2 * ox] > best { best = bottom[2 * ox] }
+                            if bottom[2 * ox + 1] > best { best = bottom[2 * ox + 1] }
+                            row[ox] = best
+                        }
+                    }
+                }
+            }
+        }
     }
 
     public mutating func backward(_ outputGradient: Tensor) -> Tensor {

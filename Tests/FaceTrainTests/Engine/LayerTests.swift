@@ -157,6 +157,23 @@ import Testing
         #expect(pool.backward(Tensor(shape: [1, 1, 1, 2], scalars: [10, 20])).scalars == [0, 10, 0, 0, 0, 0, 20, 0])
     }
 
+    /// Inference's 2x2 pool records no winners: the same values as training's, odd sides included
+    /// (the last row and column are dropped), negative values and ties too.
+    @Test func maxPoolInferenceEqualsTraining() {
+        for shape in [[2, 3, 6, 8], [1, 2, 5, 7], [3, 1, 2, 2]] {
+            let input = TestData.normal(shape, seed: 41)
+            var training = MaxPool2D(size: 2, stride: 2)
+            var inference = MaxPool2D(size: 2, stride: 2)
+            let expected = training.forward(input, mode: .training)
+            let output = inference.forward(input, mode: .inference)
+            #expect(output.shape == expected.shape)
+            #expect(output.scalars == expected.scalars)
+        }
+        var pool = MaxPool2D(size: 2, stride: 2)
+        let ties = Tensor(shape: [1, 1, 2, 5], scalars: [-3, -1, 2, 2, 9, -2, -1, 2, 1, 9])
+        #expect(pool.forward(ties, mode: .inference).scalars == [-1, 2])
+    }
+
     @Test func globalAveragePoolGradientsAndHandCase() {
         #expect(GradientCheck(GlobalAveragePool(), input: TestData.normal([2, 3, 3, 2], seed: 9)).worst < 1e-2)
         var pool = GlobalAveragePool()

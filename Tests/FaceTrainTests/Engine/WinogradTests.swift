@@ -48,6 +48,17 @@ import Testing
         Case(
             geometry: .init(channels: 10, height: 18, width: 35, kernelSize: 3, stride: 1, padding: 0),
             outputChannels: 2),
+        // Rows of more than 16 tiles: the AVX-512 input transform reads 16 interior tiles side by
+        // side with strided loads, and the tiles at the edges one at a time.
+        Case(
+            geometry: .init(channels: 8, height: 13, width: 150, kernelSize: 3, stride: 1, padding: 1),
+            outputChannels: 3),
+        Case(
+            geometry: .init(channels: 8, height: 9, width: 141, kernelSize: 3, stride: 1, padding: 2),
+            outputChannels: 2),
+        Case(
+            geometry: .init(channels: 8, height: 10, width: 136, kernelSize: 3, stride: 1, padding: 0),
+            outputChannels: 2),
     ]
 
     static func close(_ a: [Float], _ b: [Float], _ what: String) {
@@ -309,7 +320,9 @@ import Testing
     /// bands of 1-3 tile rows, a last band shorter, tile rows shared by two workers at a band's middle,
     /// with the bias alone, with normalisation and ReLU folded in, and with the 2×2 pool too; and
     /// `bandRows` bands only planes whose V and M pass the budget.
-    @Test(arguments: [(16, 40, 52, 1, 24), (8, 37, 45, 1, 5), (10, 18, 35, 0, 13), (12, 30, 30, 2, 12)])
+    @Test(arguments: [
+        (16, 40, 52, 1, 24), (8, 37, 45, 1, 5), (10, 18, 35, 0, 13), (12, 30, 30, 2, 12), (8, 26, 150, 1, 6),
+    ])
     func bandsGiveTheWholeImageBits(_ shape: (channels: Int, height: Int, width: Int, padding: Int, f: Int)) throws {
         // The whole image's reference runs the engine's own set; with the portable kernels (a CPU
         // without AVX2, or FACETRAIN_VECTOR_KERNELS=portable) the engine never bands or folds.
