@@ -23,13 +23,16 @@ DETECTOR := detector/builtin
 BASE_ARGS := --architecture ref-deep-gdc --epochs 15 --width 32 --input-size 80 --seed 1 --name celeba-ref-deep-gdc-32-80-grey10-area50-centre90 --version 9 \
              --teacher $(SHARED)/datasets/celeba_identities/dlib_descriptors.h5 --teacher-loss feature \
              --teacher-weight 20 --greyscale 0.1 --min-area 0.5 --centre-crop 0.9
-# The recipe of the builtin detector (its manifest records it too), in four stages:
+# The recipe of the builtin detector (its manifest records it too), in five stages:
 # 1. faces_in_photos plus DETECTOR_SCENES synthetic scenes from random weights (v2 of detector/README.md);
 # 2. a finetune from stage 1 with DETECTOR_CROP_SCENES crop scenes added (detector/training_set.sh, v3);
 # 3. a finetune from stage 2 on the same set with faces partly covered and more blur (v4);
-# 4. 100 more epochs of stage 3's recipe (v5): the detector was still learning.
+# 4. 100 more epochs of stage 3's recipe (v5): the detector was still learning;
+# 5. a finetune from stage 4 with DETECTOR_MORE_SCENES synthetic scenes instead (v6): drawn faces
+#    like the demo's pass the face check.
 DETECTOR_SCENES := 250
 DETECTOR_CROP_SCENES := 800
+DETECTOR_MORE_SCENES := 750
 DETECTOR_ARGS := --epochs 140 --input-size 320 --batch-size 32 --learning-rate 0.02 --hold-out 0.1 \
                  --landmark-weight 0.5 --measure-every 10 --seed 1 --name facetrain-detector --version 2
 DETECTOR_FINETUNE_ARGS := --epochs 40 --input-size 320 --batch-size 32 --learning-rate 0.005 --hold-out 0.1 \
@@ -40,6 +43,9 @@ DETECTOR_OCCLUSION_ARGS := --epochs 60 --input-size 320 --batch-size 32 --learni
 DETECTOR_LONGER_ARGS := --epochs 100 --input-size 320 --batch-size 32 --learning-rate 0.01 --hold-out 0.1 \
                  --landmark-weight 0.5 --measure-every 20 --seed 2 --occlusion 0.3 --blur 0.3 \
                  --name facetrain-detector --version 5
+DETECTOR_DRAWN_ARGS := --epochs 40 --input-size 320 --batch-size 32 --learning-rate 0.005 --hold-out 0.1 \
+                 --landmark-weight 0.5 --measure-every 20 --seed 5 --occlusion 0.3 --blur 0.3 \
+                 --name facetrain-detector --version 6
 
 .PHONY: all deps pydeps openapi build release demo serve admin-screenshot test fuzz fuzz-smoke detector quality-face-check bench bench-detect bench-enrollment bench-inference bench-serve quality base lint format clean
 
@@ -123,7 +129,7 @@ base: release
 # Retrains the builtin face detector on ../shared's faces_in_photos (see detector/README.md for how
 # long it takes) and compiles it in.
 detector: release
-	rm -rf $(DETECTOR).new .build/detector-stage-1 .build/detector-stage-2 .build/detector-stage-3
+	rm -rf $(DETECTOR).new .build/detector-stage-1 .build/detector-stage-2 .build/detector-stage-3 .build/detector-stage-4
 	bash detector/training_set.sh $(SHARED) .build/faces_in_photos+synthetic $(DETECTOR_SCENES) 7 0
 	.build/release/facetrain detector train --data .build/faces_in_photos+synthetic --out .build/detector-stage-1 $(DETECTOR_ARGS)
 	bash detector/training_set.sh $(SHARED) .build/faces_in_photos+synthetic+crops $(DETECTOR_SCENES) 7 $(DETECTOR_CROP_SCENES)
@@ -131,8 +137,11 @@ detector: release
 	  --from .build/detector-stage-1 $(DETECTOR_FINETUNE_ARGS)
 	.build/release/facetrain detector train --data .build/faces_in_photos+synthetic+crops --out .build/detector-stage-3 \
 	  --from .build/detector-stage-2 $(DETECTOR_OCCLUSION_ARGS)
-	.build/release/facetrain detector train --data .build/faces_in_photos+synthetic+crops --out $(DETECTOR).new \
+	.build/release/facetrain detector train --data .build/faces_in_photos+synthetic+crops --out .build/detector-stage-4 \
 	  --from .build/detector-stage-3 $(DETECTOR_LONGER_ARGS)
+	bash detector/training_set.sh $(SHARED) .build/faces_in_photos+synthetic750+crops $(DETECTOR_MORE_SCENES) 7 $(DETECTOR_CROP_SCENES)
+	.build/release/facetrain detector train --data .build/faces_in_photos+synthetic750+crops --out $(DETECTOR).new \
+	  --from .build/detector-stage-4 $(DETECTOR_DRAWN_ARGS)
 	rm -rf $(DETECTOR) && mv $(DETECTOR).new $(DETECTOR)
 	touch Sources/CDetectorModel/detector_model.S
 	$(SWIFT) build -c release

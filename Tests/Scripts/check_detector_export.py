@@ -5,6 +5,7 @@ Usage:  python3 check_detector_export.py CASES.json
 
 CASES.json (written by the Swift test DetectorExportTests) names the file and what it must give:
   {"onnx": path, "heads": ["stride8", ...], "channels": 15, "strides": [8, 16, 32], "tolerance": 1e-4,
+   "metadata": {key: text the entry must contain, ...},
    "cases": [{"name", "height", "width", "pixels": [raw 0..255 floats, CHW, RGB],
               "outputs": {"stride8": [floats, CHW of the head], ...}}]}
 
@@ -66,6 +67,9 @@ def main(argv):
     metadata = {entry.key: entry.value for entry in model.metadata_props}
     if json.loads(metadata.get("strides", "null")) != spec["strides"]:
         failures.append(f"metadata strides {metadata.get('strides')!r}, want {spec['strides']}")
+    for key, text in spec.get("metadata", {}).items():
+        if text not in metadata.get(key, ""):
+            failures.append(f"metadata {key} {metadata.get(key)!r} does not say {text!r}")
 
     session = ort.InferenceSession(spec["onnx"], providers=["CPUExecutionProvider"])
     input_name = session.get_inputs()[0].name

@@ -2,7 +2,7 @@ import FaceTrainEngine
 import Foundation
 
 /// Turns the three head tensors of one image into detections in the photo's pixels: score floor,
-/// top-k by score, greedy NMS, then the letterbox undone.
+/// top-k by score, NMS (voting by default), then the letterbox undone.
 ///
 /// Not here: the head layout (DetectionHeads), writing or scoring detections (DetectionPredictions,
 /// DetectionAveragePrecision). Settings follow YuNet's and SCRFD's test configuration (design §3.4).

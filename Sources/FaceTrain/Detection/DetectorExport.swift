@@ -26,7 +26,19 @@ extension DetectorModel {
                     + "logit; 1-4 the box's left, top, right, bottom distances from the centre as s * exp(min(t, 6)); "
                     + "5-14 the 5 landmarks (x, y) as centre + s * (u, v): eyes (the person's right first), nose, "
                     + "mouth corners",
+                "decoding": Self.onnxDecoding(DetectionDecoder()),
             ])
         return try ONNXExporter.encodeDetector(model, heads: onnxHeadNames, metadata: metadata)
+    }
+
+    /// How facetrain decodes the heads (DetectionDecoder), in words, with the decoder's settings.
+    static func onnxDecoding(_ decoder: DetectionDecoder) -> String {
+        "score = sigmoid(channel 0); cells below \(decoder.scoreFloor) dropped (a product's operating threshold "
+            + "instead), the best \(decoder.candidateLimit) kept; non-maximum suppression, best score first: a box "
+            + "with an IoU above \(decoder.suppressionThreshold) with a kept box is suppressed, at most "
+            + "\(decoder.keepLimit) kept"
+            + (decoder.voting
+                ? "; each kept face keeps its score and takes the score-squared weighted mean of the boxes and "
+                    + "landmarks of its group (itself and the boxes it suppressed)" : "")
     }
 }

@@ -36,6 +36,11 @@ struct DetectorExportTests {
         let spec: [String: Any] = [
             "onnx": file.path, "heads": detector.onnxHeadNames, "channels": 15, "strides": detector.manifest.strides,
             "tolerance": 1e-4, "cases": cases,
+            // How to read the heads and decode them as facetrain does, with the decoder's own settings.
+            "metadata": [
+                "letterbox": "\(FaceDetector.defaultMaximumSide) px", "heads": "s * exp(min(t, 6))",
+                "decoding": "IoU above \(DetectionDecoder().suppressionThreshold)",
+            ],
         ]
         let specFile = directory.appendingPathComponent("cases.json")
         try JSONSerialization.data(withJSONObject: spec).write(to: specFile)
