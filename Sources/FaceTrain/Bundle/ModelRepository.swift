@@ -132,7 +132,8 @@ public struct ModelRepository: Sendable {
                 try FileSystem.removeTree(url)
                 removed.append(name)
             } else if name.hasPrefix(ModelRepository.stagingPrefix) && name.hasSuffix(".lock") {
-                guard let lock = try FileLock.acquire(url, create: false, wait: false) else { continue }
+                // Held: its writer lives. Missing: its writer finished since the listing.
+                guard case .acquired(let lock) = try FileLock.tryListed(url) else { continue }
                 // Nobody holds it: the writer is gone. Directory first, then the lock file.
                 let staging = directory.appendingPathComponent(String(name.dropLast(".lock".count)))
                 try FileSystem.removeTree(staging)
@@ -156,10 +157,11 @@ public struct ModelRepository: Sendable {
         for name in try FileSystem.entries(of: directory)
         where name.hasPrefix(ModelRepository.stagingPrefix) && name.hasSuffix(".lock") {
             let url = directory.appendingPathComponent(name)
-            guard let lock = try FileLock.acquire(url, create: false, wait: false) else {
-                return String(url.path.dropLast(".lock".count))
+            switch try FileLock.tryListed(url) {
+            case .held: return String(url.path.dropLast(".lock".count))
+            case .acquired(let lock): lock.release()
+            case .missing: continue  // its writer finished since the listing
             }
-            lock.release()
         }
         return nil
     }

@@ -199,6 +199,27 @@ final class FileLock {
         return FileLock(url: url, descriptor: descriptor)
     }
 
+    /// What a non-blocking try on a listed lock file found.
+    enum Attempt {
+        case acquired(FileLock)
+        /// Another open file holds it: its writer is alive.
+        case held
+        /// It is gone: its holder released and unlinked it since it was listed.
+        case missing
+    }
+
+    /// Tries a lock file that a directory listing named, without creating it or waiting: its
+    /// holder unlinks it when done, possibly between the listing and this call, which is
+    /// `.missing`, not an error.
+    static func tryListed(_ url: URL) throws -> Attempt {
+        do {
+            guard let lock = try acquire(url, create: false, wait: false) else { return .held }
+            return .acquired(lock)
+        } catch let error as FileSystemError where error.code == ENOENT {
+            return .missing
+        }
+    }
+
     /// The open descriptor, for a holder's note written into the lock file itself.
     var descriptorForNote: Int32 { descriptor }
 

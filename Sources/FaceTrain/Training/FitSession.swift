@@ -338,8 +338,11 @@ public final class FitSession {
         for name in (try? FileSystem.entries(of: directory)) ?? []
         where name.hasPrefix("fit-") && name.hasSuffix(".lock") {
             let url = directory.appendingPathComponent(name)
-            guard let lock = try? FileLock.acquire(url, create: false, wait: false) else { return url.path }
-            lock.release()
+            switch try? FileLock.tryListed(url) {
+            case .acquired(let lock): lock.release()
+            case .missing: continue  // its fit finished since the listing
+            case .held, nil: return url.path
+            }
         }
         return nil
     }

@@ -103,6 +103,31 @@ struct BundleStagingTests {
         #expect(staging.version == 7)
     }
 
+    /// A writer unlinks its lock file when it publishes or discards, without the models lock, so a
+    /// cleanup or an erasure can list a lock file that is gone when it opens it (schemathesis hit
+    /// it: DELETE /v1/users/{id} answered 500 "could not open lock file"). A dangling symbolic link
+    /// is such a listing, made to stay: it is skipped, not an error, and no writer is taken as alive.
+    @Test func aLockFileThatVanishedSinceTheListingIsSkipped() throws {
+        let models = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: models) }
+        try FileManager.default.createDirectory(at: models, withIntermediateDirectories: true)
+        let vanished = models.appendingPathComponent(".staging-3-999997-xyz.lock")
+        try FileManager.default.createSymbolicLink(
+            atPath: vanished.path, withDestinationPath: models.appendingPathComponent("gone").path)
+        let repository = ModelRepository(directory: models)
+        #expect(try repository.withLock { try repository.removeStaleEntries() } == [])
+        #expect(try repository.liveStagingArea() == nil)
+        #expect(ModelsScrub(models: models).writerInProgress() == nil)
+        let checkpoints = models.appendingPathComponent("checkpoints")
+        try FileManager.default.createDirectory(at: checkpoints, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: checkpoints.appendingPathComponent("fit-1.lock").path,
+            withDestinationPath: models.appendingPathComponent("gone").path)
+        #expect(FitSession.runningCheckpoint(in: checkpoints) == nil)
+        // A staging area allocated after it works as before (the listed number is not reused).
+        #expect(try BundleStaging(modelsDirectory: models).version == 4)
+    }
+
     @Test func publishRefusesAMismatchedManifestAndKeepsNothing() throws {
         let models = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: models) }

@@ -48,8 +48,8 @@ import Testing
         Case(
             geometry: .init(channels: 10, height: 18, width: 35, kernelSize: 3, stride: 1, padding: 0),
             outputChannels: 2),
-        // Rows of more than 16 tiles: the AVX-512 input transform reads 16 interior tiles side by
-        // side with strided loads, and the tiles at the edges one at a time.
+        // Rows of more than 16 tiles (the detector's planes): vector groups of 16 tiles that lie in
+        // one tile row and groups that wrap onto the next, at each padding.
         Case(
             geometry: .init(channels: 8, height: 13, width: 150, kernelSize: 3, stride: 1, padding: 1),
             outputChannels: 3),
