@@ -45,12 +45,29 @@ final class HDF5File {
 
     deinit { try? close() }
 
+    /// File access without libhdf5's own flock. libhdf5 opens files without close-on-exec, so a
+    /// child that another thread spawns meanwhile (a test's h5dump or Python checker) inherits the
+    /// descriptor and keeps the lock after the file is closed here: the next open then fails with
+    /// "unable to lock file, errno = 11" (seen in the parallel tests). facetrain orders its own
+    /// writers (the models lock, whole files renamed into place), so that lock adds nothing.
+    private static func accessWithoutLocking(_ path: String) throws -> hid_t {
+        let access = H5Pcreate(chdf5_file_access())
+        guard access >= 0 else { throw failure("create the access properties of", path) }
+        guard H5Pset_file_locking(access, false, true) >= 0 else {
+            H5Pclose(access)
+            throw failure("switch file locking off for", path)
+        }
+        return access
+    }
+
     /// Creates a new file; fails if one exists at `path`.
     static func create(at path: String) throws -> HDF5File {
         let creation = H5Pcreate(chdf5_file_create())
         defer { H5Pclose(creation) }
         try check(H5Pset_obj_track_times(creation, false), "set no time tracking on", path)
-        let identifier = H5Fcreate(path, chdf5_file_exclusive(), creation, chdf5_default())
+        let access = try accessWithoutLocking(path)
+        defer { H5Pclose(access) }
+        let identifier = H5Fcreate(path, chdf5_file_exclusive(), creation, access)
         guard identifier >= 0 else { throw failure("create file", path) }
         return HDF5File(path: path, identifier: identifier)
     }
@@ -89,7 +106,9 @@ final class HDF5File {
         guard H5Fis_hdf5(path) > 0 else {
             throw Failure(operation: "open file", object: path, detail: "not an HDF5 file")
         }
-        let identifier = H5Fopen(path, chdf5_file_read_only(), chdf5_default())
+        let access = try accessWithoutLocking(path)
+        defer { H5Pclose(access) }
+        let identifier = H5Fopen(path, chdf5_file_read_only(), access)
         guard identifier >= 0 else { throw failure("open file", path) }
         return HDF5File(path: path, identifier: identifier)
     }

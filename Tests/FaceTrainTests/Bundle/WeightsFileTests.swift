@@ -90,6 +90,37 @@ struct WeightsFileTests {
         #expect(dump.output.contains("STRSIZE 5;") && dump.output.contains("STRSIZE H5T_VARIABLE;"))
     }
 
+    /// libhdf5 opens files without close-on-exec: a child spawned while one is open keeps its
+    /// descriptor after the file is closed here. With libhdf5's own flock that child held the lock
+    /// and the next open failed ("unable to lock file, errno = 11", seen when the parallel tests
+    /// spawned h5dump and Python); facetrain switches that lock off.
+    @Test func aChildHoldingTheDescriptorDoesNotLockTheFileOut() throws {
+        let directory = BundleFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("weights.h5")
+        var child = pid_t()
+        try HDF5File.withLibrary {
+            let file = try HDF5File.create(at: url.path)
+            try file.root.writeStrings("layer_names", ["a", "b"])
+            // posix_spawn without file actions: the child inherits every descriptor without close-on-exec.
+            let arguments: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("3"), nil]
+            defer { for argument in arguments { free(argument) } }
+            #expect(posix_spawn(&child, "/bin/sleep", nil, nil, arguments, environ) == 0)
+            try file.close()
+        }
+        defer {
+            kill(child, SIGKILL)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+        }
+        let names = try HDF5File.withLibrary {
+            let file = try HDF5File.open(at: url.path)
+            defer { try? file.close() }
+            return try file.root.readStrings("layer_names")
+        }
+        #expect(names == ["a", "b"])
+    }
+
     @Test func missingDatasetIsNamed() throws {
         let directory = BundleFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
