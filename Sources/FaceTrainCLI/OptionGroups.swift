@@ -67,12 +67,23 @@ enum DataOptions {
     static let skipBad = OptionSpec.flag(
         "skip-bad", "Train without unreadable images and images the face check refuses, naming each one.")
     /// Whether images of people and of class 2 pass the face check by default.
-    static let faceCheckByDefault = false
+    static let faceCheckByDefault = true
     static let faceCheck = OptionSpec.option(
         "face-check", "on|off",
         "on: every image of a person or of class 2 must show one clear, large, sharp, lit face (a photo is cut "
             + "to its face's aligned crop; see `facetrain face-check`); off: read images as they are.",
         default: faceCheckByDefault ? "on" : "off")
+
+    /// The builtin detector's face check when `--face-check` is on, nil when off.
+    static func faceCheck(_ arguments: ParsedArguments) throws -> FaceCheck? {
+        let faceCheck: String = try arguments.required("face-check")
+        guard ["on", "off"].contains(faceCheck) else {
+            throw UsageError(message: "--face-check must be on or off, got \(faceCheck)")
+        }
+        guard faceCheck == "on" else { return nil }
+        let detector = try DetectorModel.builtin()
+        return FaceCheck(detector: FaceDetector(model: detector.model, strides: detector.manifest.strides))
+    }
 
     /// The load options of the arguments, checked.
     static func loadOptions(_ arguments: ParsedArguments, base: DataLoadOptions = DataLoadOptions()) throws
@@ -81,15 +92,7 @@ enum DataOptions {
         var options = base
         options.minimumImages = try arguments.required("min-images")
         options.skipBad = arguments.flag("skip-bad")
-        let faceCheck: String = try arguments.required("face-check")
-        guard ["on", "off"].contains(faceCheck) else {
-            throw UsageError(message: "--face-check must be on or off, got \(faceCheck)")
-        }
-        if faceCheck == "on" {
-            let detector = try DetectorModel.builtin()
-            options.faceCheck = FaceCheck(
-                detector: FaceDetector(model: detector.model, strides: detector.manifest.strides))
-        }
+        options.faceCheck = try faceCheck(arguments)
         try requireValid { () throws(ConfigurationError) in try options.validate() }
         return options
     }

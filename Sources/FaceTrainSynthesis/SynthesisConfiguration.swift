@@ -83,6 +83,8 @@ public enum SynthesisError: Error, CustomStringConvertible, Equatable {
     case cannotCreateDirectory(path: String, reason: String)
     case cannotWrite(path: String, reason: String)
     case encodingFailed(path: String, reason: String)
+    /// Every drawing of a face was refused by the face check it was drawn for.
+    case refusedByFaceCheck(path: String, drawings: Int, reason: String)
 
     public var description: String {
         switch self {
@@ -100,6 +102,9 @@ public enum SynthesisError: Error, CustomStringConvertible, Equatable {
             return "Cannot write \(path): \(reason).\nHINT: check free disk space and permissions of the output folder."
         case .encodingFailed(let path, let reason):
             return "Cannot encode \(path): \(reason)."
+        case .refusedByFaceCheck(let path, let drawings, let reason):
+            return "The face check refused all \(drawings) drawings of \(path) (last: \(reason)).\n"
+                + "HINT: pass --face-check off to write the faces as drawn; the check normally takes 99 in 100."
         }
     }
 }

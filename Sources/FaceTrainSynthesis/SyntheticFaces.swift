@@ -1,4 +1,5 @@
 import FaceTrain
+import FaceTrainEngine
 import Foundation
 
 /// One made-up enrolled person, as written to `users.json`.
@@ -30,6 +31,9 @@ public struct SynthesisSummary: Sendable {
     public let leftoverFiles: [String]
     /// Wall-clock time of the whole run.
     public let seconds: Double
+    /// Crops (relative paths) whose first drawing the face check refused and that were drawn again;
+    /// empty when no check was asked for.
+    public let redrawn: [String]
 
     /// Crops written in total.
     public var imageCount: Int { imageCounts.values.reduce(0, +) }
@@ -45,6 +49,11 @@ public struct SynthesisSummary: Sendable {
 /// Every crop is rendered from its own random stream derived from (seed, class, person, photo), so a run is
 /// byte-identical whatever the thread count or build configuration, and a larger run with the same seed
 /// contains the crops of a smaller one.
+///
+/// With a face check (what `fit` applies to faces), a face whose drawing the check refuses is drawn
+/// again as another photo of the same person (the photo stream gains the attempt number), so a data
+/// set is one `fit` takes as it is. That decision rests on the detector's output: a drawing scored
+/// within rounding of a threshold may be redrawn on one CPU and not on another.
 public enum SyntheticFaces {
     /// Label of the "not a face" class.
     public static let nonFaceLabel = 1
@@ -54,6 +63,9 @@ public enum SyntheticFaces {
     public static let firstUserID = 3
     /// Name of the user list in the output folder.
     public static let usersFileName = "users.json"
+    /// Drawings of one face the face check may refuse before the run stops: refusals are rare (about
+    /// 1 in 100 drawings) and independent of the person, so eight in a row mean a broken check.
+    public static let maximumDrawings = 8
 
     /// Random streams, one per kind of draw, so that changing one count never shifts another stream.
     enum Stream: UInt64 {
@@ -114,7 +126,10 @@ public enum SyntheticFaces {
     /// The crop of one sample as `size`×`size` interleaved 8-bit RGB, and the JPEG quality its camera uses.
     ///
     /// Renders in memory, for tests that want pixels without files; sizes below 1 are treated as 1.
-    public static func render(_ sample: SyntheticSample, seed: UInt64, size: Int) -> (rgb: [UInt8], jpegQuality: Int) {
+    /// `drawing` above 0 draws another photo of the same face (see `maximumDrawings`); non-faces have one.
+    public static func render(_ sample: SyntheticSample, seed: UInt64, size: Int, drawing: Int = 0)
+        -> (rgb: [UInt8], jpegQuality: Int)
+    {
         let size = max(1, min(size, SynthesisConfiguration.maximumImageSize * 4))
         if sample.label == nonFaceLabel {
             var random = SynthesisRandom(seed: seed, stream: Stream.nonFace.rawValue, indices: sample.identity)
@@ -124,9 +139,12 @@ public enum SyntheticFaces {
         var identityRandom = SynthesisRandom(
             seed: seed, stream: (isUser ? Stream.userIdentity : .unknownIdentity).rawValue, indices: sample.identity)
         let identity = FaceIdentity(using: &identityRandom)
-        var photoRandom = SynthesisRandom(
-            seed: seed, stream: (isUser ? Stream.userPhoto : .unknownPhoto).rawValue, indices: sample.identity,
-            sample.photo)
+        let stream = (isUser ? Stream.userPhoto : .unknownPhoto).rawValue
+        // The first drawing keeps the stream it has always had, so data sets stay byte-identical.
+        var photoRandom =
+            drawing == 0
+            ? SynthesisRandom(seed: seed, stream: stream, indices: sample.identity, sample.photo)
+            : SynthesisRandom(seed: seed, stream: stream, indices: sample.identity, sample.photo, drawing)
         let conditions = PhotoConditions(using: &photoRandom)
         let pixels = FaceRenderer.render(identity: identity, conditions: conditions, size: size, random: &photoRandom)
         return (pixels, conditions.camera.jpegQuality)
@@ -140,11 +158,19 @@ public enum SyntheticFaces {
     /// generated file is replaced atomically and other files are kept and reported in
     /// `SynthesisSummary.leftoverFiles`.
     public static func generate(configuration: SynthesisConfiguration) throws -> SynthesisSummary {
+        try generate(configuration: configuration, faceCheck: nil)
+    }
+
+    /// `generate`, every face (users and strangers) drawn until `faceCheck` takes it.
+    package static func generate(configuration: SynthesisConfiguration, faceCheck: FaceCheck?) throws
+        -> SynthesisSummary
+    {
         let start = Date()
         try configuration.validate()
         let output = configuration.outputDirectory.standardizedFileURL
+        var redrawn: [String] = []
         let wasEmpty = try SynthesisOutput.fill(output, replaceExisting: configuration.replaceExisting) { folder in
-            try write(configuration, into: folder)
+            redrawn = try write(configuration, into: folder, faceCheck: faceCheck)
         }
 
         var counts: [Int: Int] = [:]
@@ -159,11 +185,15 @@ public enum SyntheticFaces {
             users: users(
                 count: configuration.userCount,
                 seed: configuration.seed),
-            imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start))
+            imageCounts: counts, leftoverFiles: leftovers, seconds: Date().timeIntervalSince(start),
+            redrawn: redrawn)
     }
 
-    /// Writes the class folders, every crop (in parallel) and `users.json` into `directory`.
-    private static func write(_ configuration: SynthesisConfiguration, into directory: URL) throws {
+    /// Writes the class folders, every crop (in parallel) and `users.json` into `directory`; returns
+    /// the crops drawn more than once.
+    private static func write(_ configuration: SynthesisConfiguration, into directory: URL, faceCheck: FaceCheck?)
+        throws -> [String]
+    {
         let samples = samples(for: configuration)
         for label in Set(samples.map(\.label)).sorted() {
             let folder = directory.appendingPathComponent(String(label))
@@ -173,28 +203,22 @@ public enum SyntheticFaces {
                 throw SynthesisError.cannotCreateDirectory(path: folder.path, reason: SynthesisOutput.reason(error))
             }
         }
-        let failures = FailureList()
-        let seed = configuration.seed
-        let size = configuration.imageSize
-        DispatchQueue.concurrentPerform(iterations: samples.count) { index in
-            let sample = samples[index]
-            let file = directory.appendingPathComponent(sample.relativePath)
-            let (pixels, quality) = render(sample, seed: seed, size: size)
-            let data: Data
-            do {
-                data = try JPEGWriter.encode(rgb: pixels, width: size, height: size, quality: quality)
-            } catch {
-                failures.record(index, .encodingFailed(path: file.path, reason: "\(error)"))
-                return
+        let outcomes: [Result<Int, SynthesisError>]
+        if let faceCheck {
+            // One copy of the check per core: a copy has its own network buffers.
+            outcomes = faceCheck.map(samples.count) { check, index in
+                writeSample(samples[index], of: configuration, into: directory) { check.examine($0) }
             }
-            do {
-                try data.write(to: file, options: .atomic)
-            } catch {
-                failures.record(index, .cannotWrite(path: file.path, reason: SynthesisOutput.reason(error)))
+        } else {
+            outcomes = Parallel.map(samples.count) { index in
+                writeSample(samples[index], of: configuration, into: directory) { _ in nil }
             }
         }
-        if let failure = failures.first { throw failure }
-
+        var redrawn: [String] = []
+        for (sample, outcome) in zip(samples, outcomes) {
+            if case .success(let drawings) = outcome, drawings > 1 { redrawn.append(sample.relativePath) }
+            if case .failure(let failure) = outcome { throw failure }
+        }
         // Written last, so a folder with users.json is a finished data set.
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -206,5 +230,49 @@ public enum SyntheticFaces {
         } catch {
             throw SynthesisError.cannotWrite(path: usersFile.path, reason: SynthesisOutput.reason(error))
         }
+        return redrawn
+    }
+
+    /// Renders, encodes and writes one crop; a face is drawn again while `examine` refuses its
+    /// decoded JPEG (what `fit` reads). Returns how many drawings it took.
+    private static func writeSample(
+        _ sample: SyntheticSample, of configuration: SynthesisConfiguration, into directory: URL,
+        examine: (Image) -> FaceCheckResult?
+    ) -> Result<Int, SynthesisError> {
+        let file = directory.appendingPathComponent(sample.relativePath)
+        let size = configuration.imageSize
+        var refusal: CropRefusal?
+        for drawing in 0..<(sample.label == nonFaceLabel ? 1 : maximumDrawings) {
+            let (pixels, quality) = render(sample, seed: configuration.seed, size: size, drawing: drawing)
+            let data: Data
+            do {
+                data = try JPEGWriter.encode(rgb: pixels, width: size, height: size, quality: quality)
+            } catch {
+                return .failure(.encodingFailed(path: file.path, reason: "\(error)"))
+            }
+            if sample.label != nonFaceLabel {
+                let image: Image
+                do throws(ImageError) {
+                    image = try ImageDecoder.decode(data: data, name: file.path)
+                } catch {
+                    return .failure(.encodingFailed(path: file.path, reason: "its JPEG does not decode: \(error)"))
+                }
+                if let refused = examine(image)?.refusal {
+                    refusal = refused
+                    continue
+                }
+            }
+            do {
+                try data.write(to: file, options: .atomic)
+            } catch {
+                return .failure(.cannotWrite(path: file.path, reason: SynthesisOutput.reason(error)))
+            }
+            return .success(drawing + 1)
+        }
+        // Named where it was to go: `file` may be in the hidden folder a new data set is filled in.
+        return .failure(
+            .refusedByFaceCheck(
+                path: configuration.outputDirectory.appendingPathComponent(sample.relativePath).path,
+                drawings: maximumDrawings, reason: refusal.map(\.description) ?? "refused"))
     }
 }

@@ -538,7 +538,10 @@ struct ServeCommandTests {
         let (synth, data, models) = try Self.folders(users: 2, perUser: 6)
         let scratch = data.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let server = try Server(data: data, models: models, extra: ["--max-file-mb", "1", "--max-crops", "8"])
+        // The rules of files and sizes, which hold whatever the face check says (on, a faceless
+        // 20-megapixel image is refused for its lack of a face: theFaceCheckRejects...).
+        let server = try Server(
+            data: data, models: models, extra: ["--max-file-mb", "1", "--max-crops", "8", "--face-check", "off"])
         defer { server.kill() }
         let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
         let good = try Self.crops(synth, user: 3)
@@ -595,24 +598,30 @@ struct ServeCommandTests {
         #expect(user?["crops"] as? Int == 1)
     }
 
-    /// With the face check on, an image without a face is rejected with the reason, and a photo
-    /// with one face is stored as its face's aligned crop, not as the photo.
+    /// The face check is on by default: an image without a face is rejected with the reason (a
+    /// 20-megapixel one too), and a photo with one face is stored as its face's aligned crop.
     @Test func theFaceCheckRejectsFacelessUploadsAndCropsPhotos() throws {
         let (synth, data, models) = try Self.folders(users: 1, perUser: 6)
         let scratch = data.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let server = try Server(data: data, models: models, extra: ["--face-check", "on"])
+        let server = try Server(data: data, models: models)
         defer { server.kill() }
         let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
 
         let blank = scratch.appendingPathComponent("wall.jpg")
         try JPEGWriter.encode(rgb: [UInt8](repeating: 150, count: 80 * 80 * 3), width: 80, height: 80, quality: 90)
             .write(to: blank)
-        let refused = try server.upload(id, [blank])
-        #expect(refused.status == 422, "\(refused.object)")
-        let file = (refused.object["files"] as? [[String: Any]])?.first
-        #expect(file?["refusal"] as? String == "no_face", "\(refused.object)")
-        #expect((file?["reason"] as? String)?.contains("no face") == true)
+        let giant = scratch.appendingPathComponent("giant.jpg")
+        try JPEGWriter.encode(
+            rgb: [UInt8](repeating: 128, count: 5000 * 4000 * 3), width: 5000, height: 4000, quality: 50
+        ).write(to: giant)
+        for faceless in [blank, giant] {
+            let refused = try server.upload(id, [faceless])
+            #expect(refused.status == 422, "\(refused.object)")
+            let file = (refused.object["files"] as? [[String: Any]])?.first
+            #expect(file?["refusal"] as? String == "no_face", "\(refused.object)")
+            #expect((file?["reason"] as? String)?.contains("no face") == true)
+        }
 
         // One drawn face, enlarged to 144 px, on a 480 x 360 grey photo: a photo, not a crop.
         let face = try ImageDecoder.decode(contentsOf: try Self.crops(synth, user: 3)[0]).converted(channels: 3)

@@ -20,11 +20,22 @@ import Testing
         for bad in [
             ["--out", "x", "--users", "0"], ["--out", "x", "--size", "4"], ["--users", "2"],
             ["--out", "x", "--negatives", "-1"], ["--out", "x", "--seed", "-3"],
+            ["--out", "x", "--face-check", "maybe"],
         ] {
             #expect(throws: UsageError.self) {
                 _ = try Synth(arguments: try ParsedArguments(bad, specs: Synth.options))
             }
         }
+        // Faces too small for the face check could never pass it: refused before anything is drawn.
+        do {
+            _ = try Synth(arguments: try ParsedArguments(["--out", "x", "--size", "32"], specs: Synth.options))
+            Issue.record("--size 32 with the face check on was accepted")
+        } catch let error as UsageError {
+            #expect(
+                error.message.contains("--size 48") && error.message.contains("--face-check off"), "\(error.message)")
+        }
+        _ = try Synth(
+            arguments: try ParsedArguments(["--out", "x", "--size", "32", "--face-check", "off"], specs: Synth.options))
     }
 
     @Test func commandWritesDataSetAndRefusesToOverwrite() throws {
@@ -34,7 +45,7 @@ import Testing
         let out = directory.appendingPathComponent("demo").path
         let arguments = [
             "synth", "--out", out, "--users", "2", "--per-user", "2", "--negatives", "2",
-            "--unknown-identities", "1", "--per-unknown", "2", "--size", "32",
+            "--unknown-identities", "1", "--per-unknown", "2", "--size", "32", "--face-check", "off",
         ]
         #expect(FaceTrainCommand.run(arguments) == .success)
         let users = try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent("users.json"))

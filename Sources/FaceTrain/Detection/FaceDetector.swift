@@ -41,10 +41,14 @@ package struct FaceDetector: Sendable {
 
     /// The faces of `image` with `padding` x its side of grey added on every side, in the image's
     /// own pixels: a tight crop's face touches the border, where the detector learnt no faces. The
-    /// image is first shrunk so that, padded, it fits `maximumSide`: the network's cost stays that
-    /// of one `maximumSide` photo (a 640-px photo is seen at 427 px; crops that small are not shrunk).
-    package mutating func detect(in image: Image, padding: Double, scoreFloor: Double) -> [Detection] {
+    /// image is first shrunk so that, padded, it fits `side` (`maximumSide` unless given): the
+    /// network's cost stays that of one such photo (a 640-px photo is seen at 427 px; crops that
+    /// small are not shrunk).
+    package mutating func detect(in image: Image, padding: Double, scoreFloor: Double, side: Int? = nil)
+        -> [Detection]
+    {
         guard padding > 0 else { return detect(in: image, scoreFloor: scoreFloor) }
+        let maximumSide = side ?? maximumSide
         let longer = max(image.width, image.height)
         let room = Double(maximumSide) / (1 + 2 * padding)
         let shrink = Double(longer) > room ? room / Double(longer) : 1

@@ -8,7 +8,9 @@ struct Synth: Command {
     static let name = "synth"
     static let abstract = "Generate synthetic face crops, or with --scenes photos of faces, for demos and tests."
     /// Options that shape the crops only, refused with `--scenes`.
-    static let cropOptions = ["users", "per-user", "size", "negatives", "unknown-identities", "per-unknown"]
+    static let cropOptions = [
+        "users", "per-user", "size", "negatives", "unknown-identities", "per-unknown", "face-check",
+    ]
     /// Options that shape the scenes only, refused without `--scenes`.
     static let sceneOptions = ["max-side", "dev-fraction"]
     static var options: [OptionSpec] {
@@ -39,6 +41,11 @@ struct Synth: Command {
             .option(
                 "per-unknown", "n", "Crops per stranger.",
                 default: String(SynthesisConfiguration.defaultImagesPerUnknownIdentity)),
+            .option(
+                "face-check", "on|off",
+                "on: a face the face check refuses (about 1 drawing in 100) is drawn again, so `fit` takes "
+                    + "every crop; off: write the faces as drawn (to measure the check on them).",
+                default: "on"),
             .flag("force", "Write into a non-empty folder, replacing only the files this command generates."),
         ]
     }
@@ -48,6 +55,8 @@ struct Synth: Command {
         case scenes(SceneConfiguration)
     }
     let output: Output
+    /// The check each face is drawn for (crops only), nil with `--face-check off`.
+    let faceCheck: FaceCheck?
 
     /// The crop settings, nil with `--scenes`.
     var configuration: SynthesisConfiguration? {
@@ -75,6 +84,7 @@ struct Synth: Command {
                 throw UsageError(message: error.description)
             }
             output = .scenes(scenes)
+            faceCheck = nil
             return
         }
         if let option = Self.sceneOptions.first(where: arguments.given) {
@@ -93,6 +103,16 @@ struct Synth: Command {
             throw UsageError(message: error.description)
         }
         output = .crops(configuration)
+        faceCheck = try DataOptions.faceCheck(arguments)
+        // A drawn face is at least half its crop's height: below twice the check's minimum face
+        // height some faces could never pass, however often they were drawn.
+        if let faceCheck, Double(configuration.imageSize) < 2 * faceCheck.thresholds.minimumFaceHeight {
+            let smallest = Int((2 * faceCheck.thresholds.minimumFaceHeight).rounded(.up))
+            throw UsageError(
+                message: "--size \(configuration.imageSize) draws faces below the face check's smallest face "
+                    + "(\(Int(faceCheck.thresholds.minimumFaceHeight)) px high).\n"
+                    + "HINT: use --size \(smallest) or more, or --face-check off to write them unchecked.")
+        }
     }
 
     func run() throws -> ExitCode {
@@ -121,7 +141,7 @@ struct Synth: Command {
     }
 
     private func writeCrops(_ configuration: SynthesisConfiguration) throws -> ExitCode {
-        let summary = try SyntheticFaces.generate(configuration: configuration)
+        let summary = try SyntheticFaces.generate(configuration: configuration, faceCheck: faceCheck)
         let path = summary.outputDirectory.path
         let counts = summary.imageCounts
         let firstID = SyntheticFaces.firstUserID
@@ -142,6 +162,10 @@ struct Synth: Command {
             "  class \(SyntheticFaces.nonFaceLabel) (not a face): "
                 + Self.count(counts[SyntheticFaces.nonFaceLabel] ?? 0, "crop"))
         print("  names and positions: \(path)/\(SyntheticFaces.usersFileName)")
+        if !summary.redrawn.isEmpty {
+            let examples = summary.redrawn.prefix(3).joined(separator: ", ") + (summary.redrawn.count > 3 ? ", …" : "")
+            print("  drawn again, the face check refusing the first drawing: \(summary.redrawn.count) (\(examples))")
+        }
         warnAboutLeftovers(summary.leftoverFiles, in: path)
         return .success
     }

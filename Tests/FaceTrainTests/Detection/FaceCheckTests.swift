@@ -189,4 +189,40 @@ struct FaceCheckTests {
         let blank = Image(width: 64, height: 64, channels: 3, pixels: [UInt8](repeating: 90, count: 64 * 64 * 3))
         #expect(check.examine(blank).refusal == .noFace)
     }
+
+    /// A large crop is decided at the first, small look, with the verdict the same face gets at
+    /// 64 px; a face small in a large photo is looked at again at full size, found and cut out.
+    @Test func aLargeCropIsDecidedAtAGlanceAndAPhotoAtFullSize() throws {
+        let configuration = SynthesisConfiguration(
+            outputDirectory: URL(fileURLWithPath: "/unused"), userCount: 6, imagesPerUser: 4, seed: 5, imageSize: 64,
+            nonFaceCount: 0, unknownIdentityCount: 0, imagesPerUnknownIdentity: 1)
+        let samples = SyntheticFaces.samples(for: configuration)
+        func drawn(_ sample: SyntheticSample, _ size: Int) -> Image {
+            Image(
+                width: size, height: size, channels: 3,
+                pixels: SyntheticFaces.render(sample, seed: configuration.seed, size: size).rgb)
+        }
+        let small = Self.check.map(samples.count) { check, index in check.examine(drawn(samples[index], 64)) }
+        let large = Self.check.map(samples.count) { check, index in check.examine(drawn(samples[index], 400)) }
+        #expect(small.allSatisfy { !$0.glanced }, "a 64-px crop is small enough to be looked at once")
+        let glanced = large.filter(\.glanced).count
+        #expect(Double(glanced) >= 0.9 * Double(samples.count), "\(glanced) of \(samples.count) decided at a glance")
+        let disagreements = zip(small, large).filter { $0.accepted != $1.accepted }.count
+        #expect(disagreements <= 1, "\(disagreements) of \(samples.count) faces judged differently at 400 px")
+
+        // A 96-px drawn face on a 640 x 480 quiet grey photo: 14 % of its height, so not a crop.
+        let face = drawn(samples[0], 96)
+        var pixels = Self.noise(width: 640, height: 480, spread: 8).converted(channels: 3).pixels
+        for row in 0..<96 {
+            for column in 0..<(96 * 3) {
+                pixels[((200 + row) * 640 + 300) * 3 + column] = face.pixels[row * 96 * 3 + column]
+            }
+        }
+        var check = Self.check
+        let photo = check.examine(Image(width: 640, height: 480, channels: 3, pixels: pixels))
+        #expect(!photo.glanced)
+        #expect(photo.accepted, "\(String(describing: photo.refusal))")
+        #expect(photo.alignedCrop != nil, "a photo passes as its face's aligned crop")
+        #expect(try #require(photo.face).box.x > 290, "the face found is the one pasted at x = 300")
+    }
 }

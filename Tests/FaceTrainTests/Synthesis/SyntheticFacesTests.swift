@@ -308,4 +308,67 @@ import Testing
         let integers = Set((0..<1000).map { _ in uniform.integer(2...5) })
         #expect(integers == [2, 3, 4, 5])
     }
+
+    /// With a face check, exactly the faces whose first drawing it refuses are drawn again, every face
+    /// written passes it, and everything else is byte for byte the unchecked data set. The check is
+    /// made stricter than the standard one (the 30th percentile of the set's own sharpness) so a small
+    /// set has refusals; its verdicts are recomputed in this process, so no kernel's rounding decides.
+    @Test func aFaceTheCheckRefusesIsDrawnAgainAndTheRestStayByteIdentical() throws {
+        let plain = Support.temporaryPath()
+        let checked = Support.temporaryPath()
+        defer { [plain, checked].forEach(Support.removeTemporary) }
+        var configuration = SynthesisConfiguration(
+            outputDirectory: plain, userCount: 3, imagesPerUser: 8, seed: 7, imageSize: 64, nonFaceCount: 4,
+            unknownIdentityCount: 2, imagesPerUnknownIdentity: 2)
+        _ = try SyntheticFaces.generate(configuration: configuration)
+        let samples = SyntheticFaces.samples(for: configuration)
+        let faces = samples.filter { $0.label != SyntheticFaces.nonFaceLabel }.map(\.relativePath)
+        var check = FaceCheckTests.check
+        func verdict(_ folder: URL, _ path: String) throws -> FaceCheckResult {
+            check.examine(try ImageDecoder.decode(contentsOf: folder.appendingPathComponent(path)))
+        }
+        let sharpness = try faces.map { try verdict(plain, $0).measures.sharpness }.sorted()
+        check.thresholds.minimumSharpness = sharpness[sharpness.count * 3 / 10]
+        let refusedFirst = try Set(faces.filter { try !verdict(plain, $0).accepted })
+        #expect(refusedFirst.count >= 5, "the stricter check should refuse about 30 % of \(faces.count) faces")
+
+        configuration.outputDirectory = checked
+        let summary = try SyntheticFaces.generate(configuration: configuration, faceCheck: check)
+        #expect(Set(summary.redrawn) == refusedFirst)
+        let plainFiles = try Support.files(in: plain)
+        let checkedFiles = try Support.files(in: checked)
+        #expect(Set(plainFiles.keys) == Set(checkedFiles.keys))
+        for (path, data) in checkedFiles {
+            #expect((data == plainFiles[path]) == !refusedFirst.contains(path), "\(path)")
+        }
+        for path in faces {
+            #expect(try verdict(checked, path).accepted, "\(path) was written though the check refuses it")
+        }
+    }
+
+    /// A check that refuses every drawing stops the run on the first face, named where it was to go,
+    /// and leaves no half-written data set behind.
+    @Test func aCheckThatRefusesEveryDrawingStopsTheRunAndWritesNothing() throws {
+        let output = Support.temporaryPath()
+        defer { Support.removeTemporary(output) }
+        var check = FaceCheckTests.check
+        check.thresholds.minimumFaceHeight = 10_000
+        let configuration = SynthesisConfiguration(
+            outputDirectory: output, userCount: 2, imagesPerUser: 2, seed: 7, imageSize: 64, nonFaceCount: 2,
+            unknownIdentityCount: 1, imagesPerUnknownIdentity: 1)
+        do {
+            _ = try SyntheticFaces.generate(configuration: configuration, faceCheck: check)
+            Issue.record("a check that refuses everything did not stop the run")
+        } catch let error as SynthesisError {
+            guard case .refusedByFaceCheck(let path, let drawings, let reason) = error else {
+                Issue.record("unexpected error \(error)")
+                return
+            }
+            #expect(path == output.appendingPathComponent("3/1.jpg").path)
+            #expect(drawings == SyntheticFaces.maximumDrawings)
+            #expect(reason.contains("small"), "\(reason)")
+            #expect(error.description.contains("--face-check off"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: output.path))
+    }
 }
