@@ -58,14 +58,15 @@ final class RecognitionService: @unchecked Sendable {
         }
     }
 
-    /// The detector's best face score on each file (padded as the face check pads it; 0 when no
-    /// face is found), nil for a file that cannot be read; kept per SHA-256 in `hashes`.
+    /// The detector's best face score on each file (as the face check looks at it; 0 when no face
+    /// is found), nil for a file that cannot be read; kept per SHA-256 in `hashes`.
     func faceScores(_ files: [URL?], hashes: [String]) -> [Double?] {
         guard var detector = try? loadedDetector() else { return files.map { _ in nil } }
         return zip(files, hashes).map { file, hash in
             if let known = (lock.withLock { scores[hash] }) { return known }
             guard let file, let image = try? ImageDecoder.decode(contentsOf: file) else { return nil }
-            let score = FaceCheck.detections(in: image, by: &detector).map(\.score).max() ?? 0
+            let score =
+                FaceCheck.look(at: image, by: &detector, thresholds: .standard).detections.map(\.score).max() ?? 0
             lock.withLock { scores[hash] = score }
             return score
         }

@@ -99,8 +99,7 @@ package struct FaceCheck: Sendable {
     static let scoreFloor = 0.05
     /// Padded side of the first look at an image larger than a third less (160 px): a face that
     /// fills a crop is found there as surely as at full size, for a sixth of the network's cost on
-    /// a 400-px crop. Only an image where that look finds no such face (a photo, or no face) is
-    /// looked at again at full size, where a small face can be found.
+    /// a 400-px crop.
     static let glanceSide = 240
 
     package init(detector: FaceDetector, thresholds: FaceCheckThresholds = .standard) {
@@ -111,23 +110,35 @@ package struct FaceCheck: Sendable {
     /// Measures `image` (any size, 1 or 3 channels) and decides. Which face counts and the
     /// face-count and size rules are CropPlanner's, the same as `facetrain crop`'s.
     package mutating func examine(_ image: Image) -> FaceCheckResult {
-        if Double(max(image.width, image.height)) * (1 + 2 * Self.padding) > Double(Self.glanceSide) {
-            var glance = decide(image, detections: Self.detections(in: image, by: &detector, side: Self.glanceSide))
-            // A crop-filling face decides: any second face large enough to matter is as visible.
-            if let face = glance.face, thresholds.isCrop(faceHeight: face.box.height, imageHeight: image.height) {
-                glance.glanced = true
-                return glance
-            }
-        }
-        return decide(image, detections: Self.detections(in: image, by: &detector))
+        let look = Self.look(at: image, by: &detector, thresholds: thresholds)
+        var result = decide(image, detections: look.detections)
+        result.glanced = look.glanced
+        return result
     }
 
-    /// What the check looks at: `detector`'s faces of `image` padded with grey, from the score floor
-    /// up, the padded image at most `side` pixels (the detector's own limit unless given).
-    package static func detections(in image: Image, by detector: inout FaceDetector, side: Int? = nil)
-        -> [Detection]
-    {
-        detector.detect(in: image, padding: padding, scoreFloor: scoreFloor, side: side)
+    /// What the check (and recognition) looks at: `detector`'s faces of `image`, from the score
+    /// floor up, in the image's pixels, and whether the first look decided. Cheapest look first:
+    /// - an image up to 160 px: padded with grey (a tight crop's face touches its border), once;
+    /// - larger, first padded and shrunk to `glanceSide`: a clear face filling the image (a crop) decides;
+    /// - then as it is, unpadded, up to `photoSide` (the detector's 640 px unless given, the scale
+    ///   its AP is measured at; padding would shrink a photo's small faces by a third): any clear
+    ///   face decides;
+    /// - last, padded at full size: a large tight crop the first look missed, or no face at all.
+    package static func look(
+        at image: Image, by detector: inout FaceDetector, thresholds: FaceCheckThresholds, photoSide: Int? = nil
+    ) -> (detections: [Detection], glanced: Bool) {
+        let planner = CropPlanner(template: .celebaMean96, side: 128, threshold: thresholds.faceScore)
+        if Double(max(image.width, image.height)) * (1 + 2 * padding) > Double(glanceSide) {
+            let glance = detector.detect(in: image, padding: padding, scoreFloor: scoreFloor, side: glanceSide)
+            if let face = planner.clearFaces(glance).first,
+                thresholds.isCrop(faceHeight: face.box.height, imageHeight: image.height)
+            {
+                return (glance, true)
+            }
+            let plain = detector.detect(in: image, scoreFloor: scoreFloor, side: photoSide)
+            if !planner.clearFaces(plain).isEmpty { return (plain, false) }
+        }
+        return (detector.detect(in: image, padding: padding, scoreFloor: scoreFloor), false)
     }
 
     /// The verdict on `image` given its detections (in its pixels): the rules without the network.

@@ -25,10 +25,11 @@ package struct FaceDetector: Sendable {
     }
 
     /// The faces in `photo` with a score of at least `scoreFloor`, best first.
-    package mutating func detect(in photo: Image, scoreFloor: Double) -> [Detection] {
+    package mutating func detect(in photo: Image, scoreFloor: Double, side: Int? = nil) -> [Detection] {
         detect(
             DetectorInput(
-                photo: photo, maximumSide: maximumSide, stride: strides.max() ?? 32, input: network.definition.input),
+                photo: photo, maximumSide: side ?? maximumSide, stride: strides.max() ?? 32,
+                input: network.definition.input),
             scoreFloor: scoreFloor)
     }
 

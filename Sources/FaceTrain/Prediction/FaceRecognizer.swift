@@ -10,6 +10,11 @@ package struct FaceRecognizer {
     package var thresholds: FaceCheckThresholds
     package var template: AlignmentTemplate = .celebaMean96
     package var cropSide = 128
+    /// Longer side a photo is looked at (unpadded; see FaceCheck.look): 427 px, a third less than the
+    /// face check's 640, keeps `POST /v1/recognize` at about 50 ms p50 from 4 clients on 2 cores
+    /// (640: 55-61 ms) and finds the faces of at least 40 px as well (dev AP easy+medium 0.911 vs
+    /// 0.918), but fewer of 20-40 px (AP all 0.724 vs 0.798; docs/results/performance.md).
+    package var photoSide = 427
     /// Package-visible so that a server can keep the copy, with its buffers, for the next photo.
     package private(set) var detector: FaceDetector
 
@@ -22,7 +27,8 @@ package struct FaceRecognizer {
     /// The faces of `image`, largest first, each with what the model says of it. Faces too small
     /// to recognise (under the check's minimum height) are left out; none found gives [].
     package mutating func recognize(_ image: Image) throws -> [RecognizedFace] {
-        let detections = FaceCheck.detections(in: image, by: &detector)
+        let detections = FaceCheck.look(at: image, by: &detector, thresholds: thresholds, photoSide: photoSide)
+            .detections
         var planner = thresholds.planner(template: template, side: cropSide)
         planner.everyFace = true
         // A face at the photo's edge is still someone: its crop repeats the edge, and it is answered.
