@@ -87,7 +87,7 @@ package struct FaceCheck: Sendable {
     /// Template and side of the crops cut out of photos.
     package var template: AlignmentTemplate = .celebaMean96
     package var cropSide = 128
-    private var detector: FaceDetector
+    package private(set) var detector: FaceDetector
 
     /// Side of the aligned grey face that sharpness and brightness are measured on: small enough
     /// that a face of the minimum height is not enlarged much (which would read as blur).
@@ -124,16 +124,20 @@ package struct FaceCheck: Sendable {
     ///   its AP is measured at; padding would shrink a photo's small faces by a third): any clear
     ///   face decides;
     /// - last, padded at full size: a large tight crop the first look missed, or no face at all.
+    /// `glance: false` skips the small look, for callers that are mostly given photos (recognition).
     package static func look(
-        at image: Image, by detector: inout FaceDetector, thresholds: FaceCheckThresholds, photoSide: Int? = nil
+        at image: Image, by detector: inout FaceDetector, thresholds: FaceCheckThresholds, photoSide: Int? = nil,
+        glance: Bool = true
     ) -> (detections: [Detection], glanced: Bool) {
         let planner = CropPlanner(template: .celebaMean96, side: 128, threshold: thresholds.faceScore)
         if Double(max(image.width, image.height)) * (1 + 2 * padding) > Double(glanceSide) {
-            let glance = detector.detect(in: image, padding: padding, scoreFloor: scoreFloor, side: glanceSide)
-            if let face = planner.clearFaces(glance).first,
-                thresholds.isCrop(faceHeight: face.box.height, imageHeight: image.height)
-            {
-                return (glance, true)
+            if glance {
+                let small = detector.detect(in: image, padding: padding, scoreFloor: scoreFloor, side: glanceSide)
+                if let face = planner.clearFaces(small).first,
+                    thresholds.isCrop(faceHeight: face.box.height, imageHeight: image.height)
+                {
+                    return (small, true)
+                }
             }
             let plain = detector.detect(in: image, scoreFloor: scoreFloor, side: photoSide)
             if !planner.clearFaces(plain).isEmpty { return (plain, false) }

@@ -27,8 +27,11 @@ package struct FaceRecognizer {
     /// The faces of `image`, largest first, each with what the model says of it. Faces too small
     /// to recognise (under the check's minimum height) are left out; none found gives [].
     package mutating func recognize(_ image: Image) throws -> [RecognizedFace] {
-        let detections = FaceCheck.look(at: image, by: &detector, thresholds: thresholds, photoSide: photoSide)
-            .detections
+        // No small first look: recognition is mostly given photos, where it is wasted (a 640 x 480
+        // photo of 3 faces, 4 clients: p50 50.5 -> 45.4 ms without it).
+        let detections = FaceCheck.look(
+            at: image, by: &detector, thresholds: thresholds, photoSide: photoSide, glance: false
+        ).detections
         var planner = thresholds.planner(template: template, side: cropSide)
         planner.everyFace = true
         // A face at the photo's edge is still someone: its crop repeats the edge, and it is answered.

@@ -209,6 +209,17 @@ struct FaceCheckTests {
         #expect(Double(glanced) >= 0.9 * Double(samples.count), "\(glanced) of \(samples.count) decided at a glance")
         let disagreements = zip(small, large).filter { $0.accepted != $1.accepted }.count
         #expect(disagreements <= 1, "\(disagreements) of \(samples.count) faces judged differently at 400 px")
+        // Without the small look (recognition's way) a large crop's face is still found, later.
+        let found = Self.check.map(samples.count) { check, index in
+            var detector = check.detector
+            let look = FaceCheck.look(
+                at: drawn(samples[index], 400), by: &detector, thresholds: check.thresholds, glance: false)
+            let planner = CropPlanner(template: .celebaMean96, side: 128, threshold: check.thresholds.faceScore)
+            return !look.glanced && !planner.clearFaces(look.detections).isEmpty
+        }
+        #expect(
+            Double(found.filter { $0 }.count) >= 0.9 * Double(samples.count),
+            "\(found.filter { $0 }.count) of \(samples.count) found without the small look")
 
         // A 96-px drawn face on a 640 x 480 quiet grey photo: 14 % of its height, so not a crop.
         let face = drawn(samples[0], 96)
