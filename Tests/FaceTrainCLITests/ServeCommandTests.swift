@@ -776,6 +776,37 @@ struct ServeCommandTests {
         #expect(try server.json("GET", "/v1/model").status == 404)
     }
 
+    /// A data folder filled while the face check was off may hold a crop it refuses: a training
+    /// stops on it, naming the file and the reason, and `serve --skip-bad` trains without it.
+    @Test func aStoredCropTheCheckRefusesStopsTrainingsUnlessSkipBad() throws {
+        let (synth, data, models) = try Self.folders(users: 1, perUser: 6)
+        defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }
+        var server = try Server(data: data, models: models)
+        let id = try #require(try server.json("POST", "/v1/users", "{\"name\": \"Ada\"}").object["id"] as? Int)
+        #expect(try server.upload(id, try Self.crops(synth, user: 3)).status == 201)
+        server.kill()
+        // Stored as an older server stored every upload, unchecked: a grey wall, no face.
+        let wall = try JPEGWriter.encode(
+            rgb: [UInt8](repeating: 150, count: 80 * 80 * 3), width: 80, height: 80, quality: 90)
+        let planted = data.appendingPathComponent("\(id)/\(SHA256.hash(wall)).jpg")
+        try wall.write(to: planted)
+
+        server = try Server(data: data, models: models)
+        let stopped = try Self.finished(
+            server, job: try #require(try server.json("POST", "/v1/training").object["job"] as? Int))
+        server.kill()
+        #expect(stopped["state"] as? String == "failed", "\(stopped)")
+        let error = stopped["error"] as? String ?? ""
+        #expect(error.contains(planted.lastPathComponent) && error.contains("no face"), "\(error)")
+
+        server = try Server(data: data, models: models, extra: ["--skip-bad"])
+        defer { server.kill() }
+        let trained = try Self.finished(
+            server, job: try #require(try server.json("POST", "/v1/training").object["job"] as? Int))
+        #expect(trained["state"] as? String == "succeeded", "\(trained)")
+        #expect(FileManager.default.fileExists(atPath: planted.path), "skipped, not deleted")
+    }
+
     @Test func concurrentUploadersLoseNothing() throws {
         let (synth, data, models) = try Self.folders(users: 8, perUser: 6)
         defer { try? FileManager.default.removeItem(at: data.deletingLastPathComponent()) }

@@ -11,9 +11,10 @@ package struct FaceRecognizer {
     package var template: AlignmentTemplate = .celebaMean96
     package var cropSide = 128
     /// Longer side a photo is looked at (unpadded; see FaceCheck.look): 427 px, a third less than the
-    /// face check's 640, keeps `POST /v1/recognize` at about 50 ms p50 from 4 clients on 2 cores
-    /// (640: 55-61 ms) and finds the faces of at least 40 px as well (dev AP easy+medium 0.911 vs
-    /// 0.918), but fewer of 20-40 px (AP all 0.724 vs 0.798; docs/results/performance.md).
+    /// face check's 640, took `POST /v1/recognize` from 55-61 to 50 ms p50 (4 clients, 2 cores, with
+    /// the small first look) and finds the faces of at least 40 px about as well (`detect` on dev:
+    /// AP easy+medium 0.911 vs 0.918), but fewer of 20-40 px (AP all 0.724 vs 0.798;
+    /// docs/results/performance.md).
     package var photoSide = 427
     /// Package-visible so that a server can keep the copy, with its buffers, for the next photo.
     package private(set) var detector: FaceDetector

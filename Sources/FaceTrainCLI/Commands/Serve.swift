@@ -39,6 +39,10 @@ struct Serve: Command {
                     + "shares its address, so raise it to 64 there.", default: "16"),
             DataOptions.minimumImages("Fewest crops a user may have for a training to run."),
             DataOptions.faceCheck,
+            .flag(
+                "skip-bad",
+                "Trainings skip unreadable images and images the face check refuses (crops stored before the "
+                    + "check was on: `facetrain data check` names them) instead of stopping on them."),
         ] + GateOptions.specs(server: true) + [
             .option(
                 "base-url", "url", "Prefix of the model URL in latest.json (default: served here, /v1/models/...)."),

@@ -328,7 +328,10 @@ import Testing
             check.examine(try ImageDecoder.decode(contentsOf: folder.appendingPathComponent(path)))
         }
         let sharpness = try faces.map { try verdict(plain, $0).measures.sharpness }.sorted()
-        check.thresholds.minimumSharpness = sharpness[sharpness.count * 3 / 10]
+        // Halfway between two neighbouring faces, so no face sits on the threshold (where the
+        // rounding of a parallel run's network could move it).
+        let cut = sharpness.count * 3 / 10
+        check.thresholds.minimumSharpness = (sharpness[cut - 1] + sharpness[cut]) / 2
         let refusedFirst = try Set(faces.filter { try !verdict(plain, $0).accepted })
         #expect(refusedFirst.count >= 5, "the stricter check should refuse about 30 % of \(faces.count) faces")
 
