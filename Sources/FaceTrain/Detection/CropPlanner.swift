@@ -138,6 +138,11 @@ package struct CropPlanner: Sendable {
     /// order does not depend on the detector's). A detection whose centre lies inside a larger
     /// face's box is a second box on that face (NMS keeps boxes of different extent), not a face.
     package func clearFaces(_ detections: [Detection]) -> [Detection] {
+        Self.clearFaces(detections, threshold: threshold)
+    }
+
+    /// `clearFaces` at any face score, for callers with a score but no crop to plan.
+    package static func clearFaces(_ detections: [Detection], threshold: Double) -> [Detection] {
         let ordered = detections.filter { $0.score >= threshold }.sorted {
             $0.box.area != $1.box.area ? $0.box.area > $1.box.area : $0.score > $1.score
         }

@@ -57,6 +57,16 @@ package struct FaceCheckThresholds: Sendable, Equatable {
         faceHeight / Double(max(1, imageHeight)) >= cropShare
     }
 
+    /// The faces among `detections` that count at this face score, largest first (CropPlanner's rule).
+    package func clearFaces(_ detections: [Detection]) -> [Detection] {
+        CropPlanner.clearFaces(detections, threshold: faceScore)
+    }
+
+    /// Whether the largest clear face of `detections` fills an image `imageHeight` high (a crop).
+    package func isCrop(_ detections: [Detection], imageHeight: Int) -> Bool {
+        clearFaces(detections).first.map { isCrop(faceHeight: $0.box.height, imageHeight: imageHeight) } ?? false
+    }
+
     /// The crop planner with these thresholds' face score, minimum height and second-face ratio,
     /// cutting `side`-pixel crops onto `template`: the check's and recognition's one set of rules.
     package func planner(template: AlignmentTemplate, side: Int) -> CropPlanner {
@@ -129,18 +139,13 @@ package struct FaceCheck: Sendable {
         at image: Image, by detector: inout FaceDetector, thresholds: FaceCheckThresholds, photoSide: Int? = nil,
         glance: Bool = true
     ) -> (detections: [Detection], glanced: Bool) {
-        let planner = CropPlanner(template: .celebaMean96, side: 128, threshold: thresholds.faceScore)
         if Double(max(image.width, image.height)) * (1 + 2 * padding) > Double(glanceSide) {
             if glance {
                 let small = detector.detect(in: image, padding: padding, scoreFloor: scoreFloor, side: glanceSide)
-                if let face = planner.clearFaces(small).first,
-                    thresholds.isCrop(faceHeight: face.box.height, imageHeight: image.height)
-                {
-                    return (small, true)
-                }
+                if thresholds.isCrop(small, imageHeight: image.height) { return (small, true) }
             }
             let plain = detector.detect(in: image, scoreFloor: scoreFloor, side: photoSide)
-            if !planner.clearFaces(plain).isEmpty { return (plain, false) }
+            if !thresholds.clearFaces(plain).isEmpty { return (plain, false) }
         }
         return (detector.detect(in: image, padding: padding, scoreFloor: scoreFloor), false)
     }
