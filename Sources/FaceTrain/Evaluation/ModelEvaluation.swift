@@ -25,13 +25,25 @@ public enum ModelEvaluation {
 
     /// Scores `model` on `samples`. With `threshold` nil, the sweep's choice for
     /// `targetFalseAcceptRate` is used; otherwise the given one (a bundle's recorded threshold).
+    /// `probabilities` (one row per crop) are the model's outputs when the caller already has them.
     public static func evaluate(
         _ model: TrainedModel, on samples: [FaceSample], names: [String: String], targetFalseAcceptRate: Double,
-        threshold: Double? = nil, withEmbeddings: Bool = false, strangers: [String: [Prediction]]? = nil
+        threshold: Double? = nil, withEmbeddings: Bool = false, strangers: [String: [Prediction]]? = nil,
+        probabilities known: [[Float]]? = nil
     ) throws -> EvaluationRun {
-        var network = try Network(model: model)
         let labels = try ClassLabel.parse(model.definition.classLabels)
-        let probabilities = try Inference.probabilities(of: samples, with: &network, definition: model.definition)
+        precondition(known.map { $0.count == samples.count } ?? true, "one row of probabilities per crop")
+        // The network is built only when something must run through it.
+        var built: Network? = nil
+        func network() throws -> Network { try built ?? Network(model: model) }
+        let probabilities: [[Float]]
+        if let known {
+            probabilities = known
+        } else {
+            var running = try network()
+            probabilities = try Inference.probabilities(of: samples, with: &running, definition: model.definition)
+            built = running
+        }
         let predictions = zip(samples, probabilities).map { sample, row in
             Prediction(path: sample.path, trueLabel: trueLabel(of: sample, classLabels: labels), probabilities: row)
         }
@@ -43,8 +55,11 @@ public enum ModelEvaluation {
             metrics.calibration = Scoring.calibrationRates(
                 predictions, classLabels: labels, strangers: strangers, threshold: threshold ?? chosen)
         }
-        var embeddings =
-            withEmbeddings ? try Inference.embeddings(of: samples, with: &network, definition: model.definition) : []
+        var embeddings: [[Float]] = []
+        if withEmbeddings {
+            var running = try network()
+            embeddings = try Inference.embeddings(of: samples, with: &running, definition: model.definition)
+        }
         if model.definition.layers.contains(where: { $0.kind == .l2Normalize }) {
             embeddings = embeddings.map(unitLength)
         }

@@ -136,7 +136,7 @@ public struct FitJob: Sendable {
         }
         let evaluation = try ModelEvaluation.evaluate(
             result.model, on: result.heldOut, names: names, targetFalseAcceptRate: configuration.targetFalseAcceptRate,
-            strangers: strangers.sources)
+            strangers: strangers.sources, probabilities: result.heldOutProbabilities)
         let bundle = try BundleWriter.write(
             fit: result, run: evaluation, dataset: dataset, configuration: configuration, modelsDirectory: models)
         if let rates = evaluation.metrics.calibration {

@@ -48,9 +48,10 @@ public final class BaseFitSession {
     let centreCount: Int
 
     /// Embedding views per crop: the crop itself, then its mirror image, then random augmentations.
-    /// Three measured as good as four with base v4, and two (no random view) as good as three with
-    /// base v6 (3 seeds of each protocol), each time for less embedding time.
-    public static let views = 2
+    /// Three measured as good as four with base v4, two (no random view) as good as three with base
+    /// v6, and one (no mirror image) as good as two with base v9 (3 seeds of each protocol), each
+    /// time for less embedding time: one view halves a cold fit's embedding.
+    public static let views = 1
     /// Crops embedded per extractor batch (and between two polls of Ctrl-C): about 64 images.
     static let cropsPerBatch = 64 / views
     /// Length the embedding is scaled to before the classifier (logits are 16·cos θ).
@@ -203,8 +204,13 @@ public final class BaseFitSession {
                 Prediction(path: "bank/\($0.offset)", trueLabel: .unknownPerson, probabilities: $0.element)
             }
         }
+        // The held-out crops' scores from their embeddings, by the rule the exported model computes
+        // (FitJobTests checks both agree): running the whole network over them again cost a second.
+        let heldOutProbabilities = Self.probabilities(
+            views[training.count...].map { $0[0] }, weight: weight, classOfRow: centres.classOfRow(classes: labels))
         let fit = FitResult(
-            model: model, history: history, bestEpoch: Self.headEpochs, training: training, heldOut: heldOut)
+            model: model, history: history, bestEpoch: Self.headEpochs, training: training, heldOut: heldOut,
+            heldOutProbabilities: heldOutProbabilities)
         return (
             fit,
             CalibrationStrangers(
@@ -302,7 +308,7 @@ public final class BaseFitSession {
                 scalars.reserveCapacity(picked.count * features)
                 for row in picked { scalars += views[rows[row].sample][rows[row].view] }
                 let labels = picked.map { targets[rows[$0].sample]! }
-                let result = head.lossAndGradient(
+                let result = head.lossAndWeightGradient(
                     embeddings: Tensor(shape: [picked.count, features], scalars: scalars), labels: labels,
                     classWeights: weights)
                 let rate = schedule.learningRate(base: Self.headLearningRate, step: step)
@@ -335,6 +341,18 @@ public final class BaseFitSession {
         let (unit, _) = CosineMarginSoftmax.normalizeRows(
             head.weight.value.scalars, rows: classOfRow.count, columns: features)
         return (Tensor(shape: [classOfRow.count, features], scalars: unit), history)
+    }
+
+    /// Deletes the caches of this base made with another number of views (an older facetrain's):
+    /// no fit reads them again. Called holding the cache lock.
+    static func removeOtherViewCounts(besides cacheURL: URL) throws {
+        let name = cacheURL.lastPathComponent
+        guard let dash = name.lastIndex(of: "-") else { return }
+        let prefix = name[...dash]
+        for other in try FileSystem.entries(of: cacheURL.deletingLastPathComponent())
+        where other != name && other.hasPrefix(prefix) && other.hasSuffix("views.cache") {
+            try FileSystem.removeTree(cacheURL.deletingLastPathComponent().appendingPathComponent(other))
+        }
     }
 
     /// Removes the embeddings of the crops with these content hashes from every embeddings cache
@@ -441,7 +459,10 @@ public final class BaseFitSession {
                     key: base.manifestSHA256, epochsDone: 0, history: [], bestEpoch: 0, bestHeldOutLoss: 0,
                     trainer: nil, tensors: []),
                 tensors: kept)
-            try? Self.withCacheLock(in: cacheURL.deletingLastPathComponent()) { try cache.write(to: cacheURL) }
+            try? Self.withCacheLock(in: cacheURL.deletingLastPathComponent()) {
+                try cache.write(to: cacheURL)
+                try Self.removeOtherViewCounts(besides: cacheURL)
+            }
             if start < missing.count { throw .interruptedHead(cache: cacheURL.path) }
         }
         return samples.map { sample in

@@ -16,6 +16,9 @@ public struct FitResult: Sendable {
     public var bestEpoch: Int
     public var training: [FaceSample]
     public var heldOut: [FaceSample]
+    /// The model's probabilities for each held-out crop when the session already has them (a head
+    /// on a frozen extractor scores the crops' cached embeddings); nil: run the model to get them.
+    public var heldOutProbabilities: [[Float]]? = nil
 }
 
 /// Trains a classifier (ref-small unless the configuration names another architecture) on a data

@@ -35,6 +35,25 @@ public struct CosineMarginSoftmax: Sendable {
     /// With `classWeights`, each crop's loss counts by its class's weight (a weighted mean, as
     /// PyTorch's `cross_entropy(weight:)`), so small classes are not drowned by large ones.
     public mutating func lossAndGradient(embeddings: Tensor, labels: [Int], classWeights: [Float]? = nil) -> Result {
+        let (loss, accuracy, gradient) = lossAndGradients(
+            embeddings: embeddings, labels: labels, classWeights: classWeights, throughEmbeddings: true)
+        return Result(loss: loss, accuracy: accuracy, embeddingGradient: gradient!)
+    }
+
+    /// `lossAndGradient` for frozen embeddings (a head trained on an extractor's fixed output):
+    /// the same loss, accuracy and weight gradient, without the product and normalisation backward
+    /// that only dLoss/dEmbedding needs (a third of the head's arithmetic).
+    public mutating func lossAndWeightGradient(embeddings: Tensor, labels: [Int], classWeights: [Float]? = nil)
+        -> (loss: Float, accuracy: Float)
+    {
+        let (loss, accuracy, _) = lossAndGradients(
+            embeddings: embeddings, labels: labels, classWeights: classWeights, throughEmbeddings: false)
+        return (loss, accuracy)
+    }
+
+    private mutating func lossAndGradients(
+        embeddings: Tensor, labels: [Int], classWeights: [Float]?, throughEmbeddings: Bool
+    ) -> (loss: Float, accuracy: Float, embeddingGradient: Tensor?) {
         let batch = labels.count
         let rowWeights = labels.map { classWeights?[$0] ?? 1 }
         let totalWeight = max(rowWeights.reduce(0, +), 1e-12)
@@ -92,26 +111,27 @@ public struct CosineMarginSoftmax: Sendable {
             }
         }
         // dLoss/d(unit embedding) = dcos·Ŵ; dLoss/d(unit row) = dcosᵀ·Ê; then through each normalisation.
-        var unitEmbeddingGradient = [Float](repeating: 0, count: batch * d)
+        var unitEmbeddingGradient = [Float](repeating: 0, count: throughEmbeddings ? batch * d : 0)
         var unitWeightGradient = [Float](repeating: 0, count: n * d)
         let classRanges = Parallel.ranges(n, parts: Parallel.chunkCount)
+        let embeddingRanges = throughEmbeddings ? ranges : []
         cosines.withUnsafeBufferPointer { g in
             unitWeights.withUnsafeBufferPointer { w in
                 unitEmbeddings.withUnsafeBufferPointer { e in
                     unitEmbeddingGradient.withUnsafeMutableBufferPointer { de in
                         unitWeightGradient.withUnsafeMutableBufferPointer { dw in
                             let (gBase, wBase, eBase) = (g.baseAddress!, w.baseAddress!, e.baseAddress!)
-                            let (deBase, dwBase) = (de.baseAddress!, dw.baseAddress!)
-                            Parallel.forEach(ranges.count + classRanges.count) { part in
-                                if part < ranges.count {
-                                    let range = ranges[part]
-                                    guard !range.isEmpty else { return }
+                            let (deBase, dwBase) = (de.baseAddress, dw.baseAddress!)
+                            Parallel.forEach(embeddingRanges.count + classRanges.count) { part in
+                                if part < embeddingRanges.count {
+                                    let range = embeddingRanges[part]
+                                    guard !range.isEmpty, let deBase else { return }
                                     gemm(
                                         transposeA: false, transposeB: false, m: range.count, n: d, k: n,
                                         a: gBase + range.lowerBound * n, b: wBase, c: deBase + range.lowerBound * d)
                                 } else {
                                     // Rows c of dŴ = Σ_rows g[row, c]·ê[row]: a slice of gᵀ·Ê.
-                                    let range = classRanges[part - ranges.count]
+                                    let range = classRanges[part - embeddingRanges.count]
                                     guard !range.isEmpty else { return }
                                     weightGradientSlice(
                                         gradient: gBase, embeddings: eBase, batch: batch, classes: n, features: d,
@@ -123,16 +143,20 @@ public struct CosineMarginSoftmax: Sendable {
                 }
             }
         }
-        let embeddingGradient = Self.backwardNormalize(
-            unitGradient: unitEmbeddingGradient, unit: unitEmbeddings, norms: embeddingNorms, columns: d)
+        let embeddingGradient =
+            throughEmbeddings
+            ? Tensor(
+                shape: [batch, d],
+                scalars: Self.backwardNormalize(
+                    unitGradient: unitEmbeddingGradient, unit: unitEmbeddings, norms: embeddingNorms, columns: d))
+            : nil
         weight.gradient = Tensor(
             shape: [n, d],
             scalars: Self.backwardNormalize(
                 unitGradient: unitWeightGradient, unit: unitWeights, norms: weightNorms, columns: d))
         let loss = zip(rowLoss, rowWeights).reduce(0) { $0 + $1.0 * $1.1 } / totalWeight
         let accuracy = Float(rowCorrect.filter { $0 }.count) / Float(max(batch, 1))
-        return Result(
-            loss: loss, accuracy: accuracy, embeddingGradient: Tensor(shape: [batch, d], scalars: embeddingGradient))
+        return (loss, accuracy, embeddingGradient)
     }
 
     /// dŴ[range] = gᵀ[range, :]·Ê, with g [batch, classes] and Ê [batch, features].

@@ -171,6 +171,36 @@ import Testing
         #expect(adam.state.step == 1 && adam.state.slots.count == 4)
     }
 
+    /// The update runs sixteen lanes at a time and the rest one by one: both must be the scalar
+    /// formula bit for bit, for every element of a tensor whose size is no multiple of sixteen.
+    @Test func adamWMatchesTheScalarFormulaBitForBit() {
+        let count = 37  // two groups of sixteen and a tail of five
+        // Two dimensions, so the weight decays (vectors such as biases do not).
+        var parameter = Parameter(name: "w", value: TestData.normal([1, count], seed: 7, standardDeviation: 1))
+        var adam = AdamW(beta1: 0.9, beta2: 0.999, epsilon: 1e-8, weightDecay: 0.01)
+        var (w, m, v) = (
+            parameter.value.scalars, [Float](repeating: 0, count: count), [Float](repeating: 0, count: count)
+        )
+        for step in 1...3 {
+            let gradient = TestData.normal([1, count], seed: UInt64(10 + step), standardDeviation: 0.5)
+            parameter.gradient = gradient
+            adam.beginStep()
+            adam.update(key: "w", &parameter, learningRate: 0.05)
+            let (b1, b2, eps): (Float, Float, Float) = (0.9, 0.999, 1e-8)
+            let correction1 = Float(1 - pow(Double(b1), Double(step)))
+            let correction2 = Float(1 - pow(Double(b2), Double(step)))
+            let shrink: Float = 1 - 0.05 * 0.01
+            for index in 0..<count {
+                let g = gradient.scalars[index]
+                m[index] = b1 * m[index] + (1 - b1) * g
+                v[index] = b2 * v[index] + (1 - b2) * g * g
+                let update = (m[index] / correction1) / ((v[index] / correction2).squareRoot() + eps)
+                w[index] = w[index] * shrink - 0.05 * update
+            }
+            #expect(parameter.value.scalars.map(\.bitPattern) == w.map(\.bitPattern), "step \(step)")
+        }
+    }
+
     @Test func gradientClippingBoundsTheUpdate() throws {
         let (images, labels) = {
             var g = SplitMix64(seed: 3)

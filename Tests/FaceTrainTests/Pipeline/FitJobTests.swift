@@ -94,6 +94,34 @@ struct FitJobTests {
         // The job read the crops at the base's input size, whatever the options said.
         #expect(verification.manifest?.input.width == base.manifest.definition.input.width)
     }
+    /// A head fit scores its held-out crops from their cached embeddings instead of running the
+    /// model again: those scores must be what the model itself outputs for the crops.
+    @Test func aHeadFitsHeldOutScoresAreTheModelsOwnOutputs() throws {
+        let root = try Self.syntheticData(users: 6)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = try #require(try BaseModel.resolve("builtin"))
+        let input = base.manifest.definition.input
+        let dataset = try FaceDataset.load(
+            from: root.appendingPathComponent("data"),
+            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
+        let configuration = FitJob.configuration(
+            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        let (fit, _) = try BaseFitSession(
+            dataset: dataset, configuration: configuration, base: base,
+            cacheDirectory: root.appendingPathComponent("embeddings")
+        ).run(observer: nil)
+        let known = try #require(fit.heldOutProbabilities)
+        var network = try Network(model: fit.model)
+        let computed = try Inference.probabilities(of: fit.heldOut, with: &network, definition: fit.model.definition)
+        #expect(!fit.heldOut.isEmpty && known.count == fit.heldOut.count && computed.count == known.count)
+        var largest: Float = 0
+        for (row, other) in zip(known, computed) {
+            #expect(row.count == other.count && row.count == dataset.labels.count)
+            for (a, b) in zip(row, other) { largest = max(largest, abs(a - b)) }
+        }
+        #expect(largest < 1e-5, "largest difference \(largest)")
+    }
+
     /// Each left-out crop's softmax counts the fold's absent users: its row sums to
     /// 1 / (1 + absent · the kept users' mean share), not 1, and its own user's column is empty.
     @Test func leftOutUsersAreScoredWithTheirFoldsAbsentUsersCounted() throws {

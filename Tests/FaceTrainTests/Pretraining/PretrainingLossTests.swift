@@ -66,6 +66,24 @@ import Testing
         }
     }
 
+    /// A head on frozen embeddings skips dLoss/dEmbedding: its loss, accuracy and weight gradient
+    /// must be exactly those of the full backward.
+    @Test func cosineMarginWeightGradientAloneIsTheFullBackwardsWeightGradient() {
+        let (batch, classes, features) = (37, 11, 24)
+        var generator = SplitMix64(seed: 8)
+        var full = CosineMarginSoftmax(classes: classes, features: features, scale: 16, margin: 0.2, using: &generator)
+        var alone = full
+        let embeddings = TestData.normal([batch, features], seed: 9, standardDeviation: 1)
+        let labels = (0..<batch).map { ($0 * 7) % classes }
+        let classWeights = (0..<classes).map { Float(1 + $0 % 3) }
+        let result = full.lossAndGradient(embeddings: embeddings, labels: labels, classWeights: classWeights)
+        let (loss, accuracy) = alone.lossAndWeightGradient(
+            embeddings: embeddings, labels: labels, classWeights: classWeights)
+        #expect(loss.bitPattern == result.loss.bitPattern && accuracy == result.accuracy)
+        #expect(full.weight.gradient.scalars.map(\.bitPattern) == alone.weight.gradient.scalars.map(\.bitPattern))
+        #expect(full.weight.gradient.scalars.contains { $0 != 0 })
+    }
+
     @Test func cosineMarginHeadLearnsSeparableIdentities() {
         // Four identities around four directions: a few AdamW steps must classify them all.
         var generator = SplitMix64(seed: 9)

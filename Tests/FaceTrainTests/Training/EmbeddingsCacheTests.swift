@@ -82,4 +82,23 @@ struct EmbeddingsCacheTests {
         #expect(try BaseFitSession.forgetEmbeddings(of: ["x"], in: empty) == 0)
         #expect(FileSystem.kind(at: empty) == .missing)
     }
+    /// After a write, the same base's caches of another view count (an older facetrain's) go;
+    /// other bases' caches, the temporary files and the lock stay.
+    @Test func aWriteRemovesTheSameBasesCachesOfOtherViewCounts() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "facetrain-cache-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for name in ["embeddings-base-2views.cache", "embeddings-base-3views.cache", "embeddings-other-2views.cache"] {
+            try Self.cache(hashes: ["a"]).write(to: directory.appendingPathComponent(name))
+        }
+        let current = directory.appendingPathComponent("embeddings-base-1views.cache")
+        try BaseFitSession.withCacheLock(in: directory) {
+            try Self.cache(hashes: ["a"]).write(to: current)
+            try BaseFitSession.removeOtherViewCounts(besides: current)
+        }
+        #expect(
+            try FileSystem.entries(of: directory).sorted()
+                == [BaseFitSession.cacheLockName, "embeddings-base-1views.cache", "embeddings-other-2views.cache"])
+    }
 }
