@@ -57,14 +57,42 @@ void facetrain_direct_convolution_avx512(
             for (long x = 0; x < output_width; x += 16) {
                 __m512 sum[16];
                 for (int lane = 0; lane < 16; lane++) sum[lane] = _mm512_set1_ps(block_bias[lane]);
+                const long x0 = x * stride - padding;
+                /* A 3x3 layer at stride 2 (a network's stem): one row's three taps come from the 33
+                   floats at x0, loaded once (two vectors and one float) and split into the even
+                   lanes, the odd lanes and the even lanes one further. Per tap load_row loads 32 and
+                   permutes: three times the loads, and their latency held the multiply-adds up. */
+                const int stem = stride == 2 && kernel == 3;
+                const __mmask16 low_lanes = lanes_inside(x0, width), high_lanes = lanes_inside(x0 + 16, width);
+                const __mmask16 next_lane = lanes_inside(x0 + 32, width) & 1;
                 for (long channel = 0; channel < channels; channel++) {
                     for (long ky = 0; ky < kernel; ky++) {
                         long source_y = y * stride + ky - padding;
                         if (source_y < 0 || source_y >= height) continue;
                         const float *row = image + (channel * height + source_y) * width;
+                        const float *row_weight = block_weight + (channel * kernel + ky) * kernel * 16;
+                        if (stem) {
+                            const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+                            const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+                            __m512 low = _mm512_maskz_loadu_ps(low_lanes, row + x0);
+                            __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + x0 + 16);
+                            __m512 next = _mm512_maskz_loadu_ps(next_lane, row + x0 + 32);
+                            __m512 pixels[3];
+                            pixels[0] = _mm512_permutex2var_ps(low, even, high);
+                            pixels[1] = _mm512_permutex2var_ps(low, odd, high);
+                            pixels[2] = _mm512_castsi512_ps(
+                                _mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(pixels[0]), 1));
+                            for (int kx = 0; kx < 3; kx++) {
+                                for (int lane = 0; lane < 16; lane++) {
+                                    sum[lane] = _mm512_fmadd_ps(
+                                        pixels[kx], _mm512_set1_ps(row_weight[kx * 16 + lane]), sum[lane]);
+                                }
+                            }
+                            continue;
+                        }
                         for (long kx = 0; kx < kernel; kx++) {
-                            __m512 pixels = load_row(row, x * stride + kx - padding, stride, width);
-                            const float *tap_weight = block_weight + ((channel * kernel + ky) * kernel + kx) * 16;
+                            __m512 pixels = load_row(row, x0 + kx, stride, width);
+                            const float *tap_weight = row_weight + kx * 16;
                             for (int lane = 0; lane < 16; lane++) {
                                 sum[lane] = _mm512_fmadd_ps(pixels, _mm512_set1_ps(tap_weight[lane]), sum[lane]);
                             }

@@ -85,6 +85,34 @@ import Testing
         #expect(route.backward(TestData.normal(outputs[2].shape, seed: 5)).scalars.allSatisfy { $0 == 0 })
     }
 
+    /// At inference the network runs routes, upsamplings and adds between its own buffers, not
+    /// through the layers' forward: the two-branch network must give what its layers give one by one.
+    @Test func branchesAtInferenceEqualTheLayersOneByOne() throws {
+        var network = try Self.perturbed(Self.twoBranchDefinition(), seed: 9)
+        // Running statistics off zero and one, so the batch norm's inference form matters too.
+        _ = network.forward(Self.images, mode: .training)
+        let trained = network.layers
+        let output = network.forward(Self.images, mode: .inference)
+        var outputs: [Tensor] = []
+        var x = Self.images
+        for index in trained.indices {
+            var layer = trained[index]
+            if var route = layer as? Route {
+                route.shortcut = outputs[route.source]
+                layer = route
+            } else if var add = layer as? ResidualAdd {
+                add.shortcut = outputs[add.source]
+                layer = add
+            }
+            x = layer.forward(x, mode: .inference)
+            outputs.append(x)
+        }
+        #expect(output.shape == x.shape)
+        #expect(GradientCheck.relativeError(output.scalars, x.scalars.map(Double.init)) < 1e-5)
+        // Twice in a row (the buffers are reused) and the same bits.
+        #expect(network.forward(Self.images, mode: .inference) == output)
+    }
+
     @Test func deadBranchesAndBadRoutesAreRefused() {
         func message(_ change: (inout ModelDefinition) -> Void) -> String {
             var definition = Self.twoBranchDefinition()
