@@ -439,7 +439,8 @@ public struct Network: Sendable, CustomStringConvertible {
                     layers[normIndex] = norm
                     shape = outputShape
                 case .layer(let layerIndex)
-                where mode == .inference && forwardWithoutCopies(layerIndex, stage: stageIndex, source: source, shape: &shape):
+                where mode == .inference
+                    && forwardWithoutCopies(layerIndex, stage: stageIndex, source: source, shape: &shape):
                     break
                 case .layer(let layerIndex):
                     let tensor = Tensor(
