@@ -86,6 +86,16 @@ void facetrain_direct_convolution_avx2(
     const float *weight, const float *bias, long channel_begin, long channel_end, long row_begin, long row_end,
     float *output, long output_height, long output_width);
 
+/* facetrain_direct_convolution_avx512 followed by inference's batch norm, ReLU and 2x2 max-pool
+   (normalizeReLUMaxPool2x2: value * scale[f] + shift[f], the window's maximum, then ReLU, the same
+   operations in the same order, so the same bits) without writing the convolution's output: pooled
+   rows [pooled_row_begin, pooled_row_end) of output [F, output_height / 2, output_width / 2]. */
+void facetrain_direct_convolution_pooled_avx512(
+    const float *image, long channels, long height, long width, long kernel, long stride, long padding,
+    const float *weight, const float *bias, const float *scale, const float *shift, long channel_begin,
+    long channel_end, long pooled_row_begin, long pooled_row_end, float *output, long output_height,
+    long output_width);
+
 /* A whole Winograd F(4x4, 3x3) convolution of one image at inference, band by band: the tile rows
    [tile_row_begin, tile_row_end), band_rows at a time, each band's input transform, products (U
    packed as above) and output transform (with the bias, and `scale`, `shift`, `pool` as in

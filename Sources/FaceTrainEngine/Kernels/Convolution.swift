@@ -35,6 +35,26 @@ extension ConvolutionGeometry {
     }
 }
 
+/// Whether inference runs a direct-kernel layer followed by a 2×2 max-pool as one kernel
+/// (`directConvolutionPooledForward`): with the AVX-512 kernels only (AVX2 writes the convolution
+/// and pools it after: the same bits).
+var directPoolingFused: Bool { VectorKernels.level == .avx512 }
+
+/// `directConvolutionForward`, then inference's batch norm (`scale`, `shift` per output channel),
+/// ReLU and 2×2 max-pool (`normalizeReLUMaxPool2x2`'s operations, so its bits), for output channels
+/// `channels` and pooled rows `pooledRows`; `output` is the pooled [F, outputHeight / 2, outputWidth / 2].
+func directConvolutionPooledForward(
+    image: UnsafePointer<Float>, geometry g: ConvolutionGeometry, weight: UnsafePointer<Float>,
+    bias: UnsafePointer<Float>, scale: UnsafePointer<Float>, shift: UnsafePointer<Float>, channels: Range<Int>,
+    pooledRows: Range<Int>, output: UnsafeMutablePointer<Float>
+) {
+    precondition(directPoolingFused, "the fused direct kernel needs the AVX-512 kernels")
+    facetrain_direct_convolution_pooled_avx512(
+        image, g.channels, g.height, g.width, g.kernelSize, g.stride, g.padding, weight, bias, scale, shift,
+        channels.lowerBound, channels.upperBound, pooledRows.lowerBound, pooledRows.upperBound, output,
+        g.outputHeight, g.outputWidth)
+}
+
 /// `output[f, P] = weight · image + bias` by the C direct kernel (`suitsDirectKernel`; AVX-512 or AVX2), for
 /// output channels `channels` and output rows `rows`: the sums are fused multiply-adds in weight
 /// order, so the bits do not depend on the ranges, but they are not im2col + GEMM's.

@@ -113,6 +113,11 @@ struct ConvolutionBlock: Sendable {
         }
         let (inferenceScale, inferenceShift) = (scale, shift)
         let folded = !training && winograd != nil && Self.foldsActivation(pooling, height: h, width: w)
+        // A first layer followed by a pool: its direct kernel normalises and pools too.
+        let fusedPool = !training && direct && pooling == .max2x2 && directPoolingFused
+        let affine = UnsafeMutableBufferPointer<Float>.allocate(capacity: fusedPool ? 2 * f : 0)
+        defer { affine.deallocate() }
+        if fusedPool { _ = affine.initialize(from: scale + shift) }
         withFoldedActivation(folded) { activation in
             conv.weight.value.scalars.withUnsafeBufferPointer { weight in
                 conv.bias.value.scalars.withUnsafeBufferPointer { bias in
@@ -142,6 +147,15 @@ struct ConvolutionBlock: Sendable {
                             }
                             for image in images {
                                 let y = x + image * outputSize
+                                if fusedPool {
+                                    // The convolution's output never goes to memory (the image is then done).
+                                    directConvolutionPooledForward(
+                                        image: input + image * inputSize, geometry: g, weight: weight.baseAddress!,
+                                        bias: bias.baseAddress!, scale: affine.baseAddress!,
+                                        shift: affine.baseAddress! + f, channels: 0..<f, pooledRows: 0..<(h / 2),
+                                        output: output + image * pooledSize)
+                                    continue
+                                }
                                 if depthwise {
                                     depthwiseConvolutionForward(
                                         image: input + image * inputSize, geometry: g, multiplier: f / g.channels,
@@ -257,6 +271,21 @@ struct ConvolutionBlock: Sendable {
                         image: image, geometry: winograd, outputChannels: f, transformedWeight: transformedWeight,
                         packed: packed, bias: bias.baseAddress!, scratch: work, parts: parts, activation: activation,
                         output: folded ? output : x, finish: finish)
+                }
+                return
+            }
+            if direct && pooling == .max2x2 && directPoolingFused {
+                // Split by pooled rows, the convolution, normalisation and pool in one kernel.
+                (scale + shift).withUnsafeBufferPointer { affine in
+                    conv.weight.value.scalars.withUnsafeBufferPointer { weight in
+                        let rows = Parallel.ranges(h / 2, parts: parts)
+                        Parallel.forEach(rows.count) { part in
+                            directConvolutionPooledForward(
+                                image: image, geometry: g, weight: weight.baseAddress!, bias: bias.baseAddress!,
+                                scale: affine.baseAddress!, shift: affine.baseAddress! + f, channels: 0..<f,
+                                pooledRows: rows[part], output: output)
+                        }
+                    }
                 }
                 return
             }

@@ -18,6 +18,9 @@ import Testing
         (ConvolutionGeometry(channels: 4, height: 6, width: 17, kernelSize: 3, stride: 1, padding: 2), 17),
         (ConvolutionGeometry(channels: 2, height: 11, width: 12, kernelSize: 5, stride: 2, padding: 2), 5),
         (ConvolutionGeometry(channels: 3, height: 2, width: 3, kernelSize: 3, stride: 2, padding: 1), 1),
+        // Wider than one strip of 32 output columns, at stride 2 and 1.
+        (ConvolutionGeometry(channels: 3, height: 14, width: 141, kernelSize: 3, stride: 2, padding: 1), 18),
+        (ConvolutionGeometry(channels: 3, height: 9, width: 67, kernelSize: 3, stride: 1, padding: 1), 32),
         // 7 channels, 63 taps: the deepest it takes.
         (ConvolutionGeometry(channels: 7, height: 8, width: 40, kernelSize: 3, stride: 1, padding: 1), 9),
     ]
@@ -61,6 +64,44 @@ import Testing
             results.append(whole.map(\.bitPattern))
         }
         #expect(results.allSatisfy { $0 == results[0] }, "AVX-512 and AVX2 give the same bits")
+    }
+
+    /// The fused kernel (convolution, batch norm, ReLU and 2×2 max-pool in one pass) against the
+    /// direct kernel followed by `normalizeReLUMaxPool2x2`: the same bits, whole or split by pooled
+    /// rows and channels, on planes of odd and even sizes, wider and narrower than 32 columns.
+    @Test(arguments: cases)
+    func pooledEqualsDirectThenPool(_ g: ConvolutionGeometry, _ f: Int) throws {
+        guard directPoolingFused else { return }
+        let image = TestData.normal([g.channels * g.inputPixels], seed: 74).scalars
+        let weight = TestData.normal([f * g.patchSize], seed: 75).scalars
+        let bias = TestData.normal([f], seed: 76).scalars
+        // Negative scales too: the normalisation must come before the maximum.
+        let scale = TestData.normal([f], seed: 77).scalars
+        let shift = TestData.normal([f], seed: 78).scalars
+        let (pooledHeight, pooledWidth) = (g.outputHeight / 2, g.outputWidth / 2)
+        var convolution = [Float](repeating: .nan, count: f * g.outputPixels)
+        directConvolutionForward(
+            image: image, geometry: g, weight: weight, bias: bias, channels: 0..<f, rows: 0..<g.outputHeight,
+            output: &convolution)
+        var expected = [Float](repeating: .nan, count: f * pooledHeight * pooledWidth)
+        normalizeReLUMaxPool2x2(
+            convolution, channels: f, height: g.outputHeight, width: g.outputWidth, scale: scale, shift: shift,
+            output: &expected, argmax: nil)
+        var whole = [Float](repeating: .nan, count: expected.count)
+        directConvolutionPooledForward(
+            image: image, geometry: g, weight: weight, bias: bias, scale: scale, shift: shift, channels: 0..<f,
+            pooledRows: 0..<pooledHeight, output: &whole)
+        #expect(whole.map(\.bitPattern) == expected.map(\.bitPattern))
+        var split = [Float](repeating: .nan, count: expected.count)
+        let (middleRow, middleChannel) = (pooledHeight / 2, f / 2)
+        for rows in [0..<middleRow, middleRow..<pooledHeight] {
+            for channels in [0..<middleChannel, middleChannel..<f] {
+                directConvolutionPooledForward(
+                    image: image, geometry: g, weight: weight, bias: bias, scale: scale, shift: shift,
+                    channels: channels, pooledRows: rows, output: &split)
+            }
+        }
+        #expect(split.map(\.bitPattern) == expected.map(\.bitPattern))
     }
 
     @Test func onlyShallowStrideOneOrTwoKernels() {
