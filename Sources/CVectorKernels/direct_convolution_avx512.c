@@ -22,14 +22,21 @@ static inline __mmask16 lanes_inside(long start, long width) {
     return (__mmask16)(below_end & ~below_begin);
 }
 
+/* The indices that pick elements 0, 2, ..., 30 (even) or 1, 3, ..., 31 (odd) of two vectors. */
+AVX512 static inline __m512i even_lanes(void) {
+    return _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+}
+AVX512 static inline __m512i odd_lanes(void) {
+    return _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+}
+
 /* row[x0 + stride * j] for j < 16 (stride 1 or 2), 0 outside [0, width): masked loads never touch
    memory outside the row. */
 AVX512 static inline __m512 load_row(const float *row, long x0, long stride, long width) {
     if (stride == 1) return _mm512_maskz_loadu_ps(lanes_inside(x0, width), row + x0);
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     __m512 low = _mm512_maskz_loadu_ps(lanes_inside(x0, width), row + x0);
     __m512 high = _mm512_maskz_loadu_ps(lanes_inside(x0 + 16, width), row + x0 + 16);
-    return _mm512_permutex2var_ps(low, even, high);
+    return _mm512_permutex2var_ps(low, even_lanes(), high);
 }
 
 void facetrain_direct_convolution_avx512(
@@ -53,8 +60,8 @@ static long block_weights(
 }
 
 /* sum[lane] = output channel `lane` of the block at output row y, output columns x..x+15: the bias,
-   then one fused multiply-add per tap in weight order. Columns past the row are computed from
-   zeros and must not be stored. Inlined, so the sixteen sums stay in registers. */
+   then one fused multiply-add per tap in weight order. Columns past the row are computed too (from
+   whatever pixels their taps reach) and must not be stored. Inlined, so the sums stay in registers. */
 AVX512 __attribute__((always_inline)) static inline void strip_sums(
     const float *image, long channels, long height, long width, long kernel, long stride, long padding,
     const float *block_weight, const float *block_bias, long y, long x, __m512 *sum) {
@@ -78,14 +85,12 @@ AVX512 __attribute__((always_inline)) static inline void strip_sums(
                    follow: ask for the strip four ahead's two cache lines of each. */
                 _mm_prefetch((const char *)(row + x0 + 128), _MM_HINT_T0);
                 _mm_prefetch((const char *)(row + x0 + 144), _MM_HINT_T0);
-                const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-                const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
                 __m512 low = _mm512_maskz_loadu_ps(low_lanes, row + x0);
                 __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + x0 + 16);
                 __m512 next = _mm512_maskz_loadu_ps(next_lane, row + x0 + 32);
                 __m512 pixels[3];
-                pixels[0] = _mm512_permutex2var_ps(low, even, high);
-                pixels[1] = _mm512_permutex2var_ps(low, odd, high);
+                pixels[0] = _mm512_permutex2var_ps(low, even_lanes(), high);
+                pixels[1] = _mm512_permutex2var_ps(low, odd_lanes(), high);
                 pixels[2] = _mm512_castsi512_ps(
                     _mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(pixels[0]), 1));
                 for (int kx = 0; kx < 3; kx++) {
@@ -141,38 +146,37 @@ void facetrain_direct_convolution_pooled_avx512(
     long output_width) {
     const long taps = channels * kernel * kernel;
     const long pooled_width = output_width / 2, pooled_plane = (output_height / 2) * pooled_width;
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     float block_weight[FACETRAIN_DIRECT_CONVOLUTION_MAX_TAPS * 16];
     float block_bias[16];
     for (long first = channel_begin; first < channel_end; first += 16) {
         long count = block_weights(weight, bias, taps, first, channel_end, block_weight, block_bias);
-        for (long py = pooled_row_begin; py < pooled_row_end; py++) {
+        for (long pooled_row = pooled_row_begin; pooled_row < pooled_row_end; pooled_row++) {
             /* Sixteen pooled columns from 32 output columns of two output rows. */
-            for (long px = 0; px < pooled_width; px += 16) {
-                __m512 normalised[2][2][16]; /* [row][half of the 32 columns][channel] */
-                for (int r = 0; r < 2; r++) {
+            for (long pooled_column = 0; pooled_column < pooled_width; pooled_column += 16) {
+                __m512 normalised[2][2][16]; /* [row of the window][half of the 32 columns][channel] */
+                for (int window_row = 0; window_row < 2; window_row++) {
                     for (int half = 0; half < 2; half++) {
                         __m512 sum[16];
                         strip_sums(
                             image, channels, height, width, kernel, stride, padding, block_weight, block_bias,
-                            2 * py + r, 2 * px + 16 * half, sum);
+                            2 * pooled_row + window_row, 2 * pooled_column + 16 * half, sum);
                         for (int lane = 0; lane < count; lane++) {
-                            normalised[r][half][lane] = _mm512_add_ps(
+                            normalised[window_row][half][lane] = _mm512_add_ps(
                                 _mm512_mul_ps(sum[lane], _mm512_set1_ps(scale[first + lane])),
                                 _mm512_set1_ps(shift[first + lane]));
                         }
                     }
                 }
-                __mmask16 columns = lanes_inside(px, pooled_width);
-                float *target = output + first * pooled_plane + py * pooled_width + px;
+                __mmask16 columns = lanes_inside(pooled_column, pooled_width);
+                float *target = output + first * pooled_plane + pooled_row * pooled_width + pooled_column;
                 for (int lane = 0; lane < count; lane++) {
-                    __m512 a = _mm512_permutex2var_ps(normalised[0][0][lane], even, normalised[0][1][lane]);
-                    __m512 b = _mm512_permutex2var_ps(normalised[0][0][lane], odd, normalised[0][1][lane]);
-                    __m512 c = _mm512_permutex2var_ps(normalised[1][0][lane], even, normalised[1][1][lane]);
-                    __m512 d = _mm512_permutex2var_ps(normalised[1][0][lane], odd, normalised[1][1][lane]);
+                    /* Even columns are each window's left, odd ones its right. */
+                    __m512 top_left = _mm512_permutex2var_ps(normalised[0][0][lane], even_lanes(), normalised[0][1][lane]);
+                    __m512 top_right = _mm512_permutex2var_ps(normalised[0][0][lane], odd_lanes(), normalised[0][1][lane]);
+                    __m512 bottom_left = _mm512_permutex2var_ps(normalised[1][0][lane], even_lanes(), normalised[1][1][lane]);
+                    __m512 bottom_right = _mm512_permutex2var_ps(normalised[1][0][lane], odd_lanes(), normalised[1][1][lane]);
                     /* normalizeReLUMaxPool2x2's comparisons in its order (b > a ? b : a, ...): its bits. */
-                    __m512 upper = _mm512_max_ps(b, a), lower = _mm512_max_ps(d, c);
+                    __m512 upper = _mm512_max_ps(top_right, top_left), lower = _mm512_max_ps(bottom_right, bottom_left);
                     __m512 best = _mm512_max_ps(_mm512_max_ps(lower, upper), _mm512_setzero_ps());
                     _mm512_mask_storeu_ps(target + lane * pooled_plane, columns, best);
                 }

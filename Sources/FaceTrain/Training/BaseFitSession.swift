@@ -204,8 +204,9 @@ public final class BaseFitSession {
                 Prediction(path: "bank/\($0.offset)", trueLabel: .unknownPerson, probabilities: $0.element)
             }
         }
-        // The held-out crops' scores from their embeddings, by the rule the exported model computes
-        // (FitJobTests checks both agree): running the whole network over them again cost a second.
+        // The held-out crops' scores from their embeddings, by the rule the exported model computes,
+        // to float rounding (FitJobTests checks both agree, with and without corrected strangers'
+        // centres): running the whole network over them again cost a second.
         let heldOutProbabilities = Self.probabilities(
             views[training.count...].map { $0[0] }, weight: weight, classOfRow: centres.classOfRow(classes: labels))
         let fit = FitResult(
@@ -343,8 +344,31 @@ public final class BaseFitSession {
         return (Tensor(shape: [classOfRow.count, features], scalars: unit), history)
     }
 
-    /// Deletes the caches of this base made with another number of views (an older facetrain's):
-    /// no fit reads them again. Called holding the cache lock.
+    /// The first `views` embeddings of every crop in this base's caches made with more views a crop
+    /// (an older facetrain's), keyed by content hash; nothing when there are none or they are unreadable.
+    static func firstViewsOfOtherCaches(besides cacheURL: URL, key: String, features: Int) -> [String: Tensor] {
+        let name = cacheURL.lastPathComponent
+        guard let dash = name.lastIndex(of: "-"),
+            let entries = try? FileSystem.entries(of: cacheURL.deletingLastPathComponent())
+        else { return [:] }
+        let prefix = String(name[...dash])
+        var found: [String: Tensor] = [:]
+        for other in entries where other != name && other.hasPrefix(prefix) && other.hasSuffix("views.cache") {
+            guard let count = Int(other.dropFirst(prefix.count).dropLast("views.cache".count)),
+                count > views,
+                let checkpoint = try? Checkpoint.read(
+                    from: cacheURL.deletingLastPathComponent().appendingPathComponent(other)),
+                checkpoint.header.key == key
+            else { continue }
+            for (hash, tensor) in checkpoint.tensors where tensor.shape == [count, features] {
+                found[hash] = Tensor(shape: [views, features], scalars: Array(tensor.scalars[..<(views * features)]))
+            }
+        }
+        return found
+    }
+
+    /// Deletes the caches of this base made with another number of views (an older facetrain's,
+    /// whose first views `firstViewsOfOtherCaches` has taken over). Called holding the cache lock.
     static func removeOtherViewCounts(besides cacheURL: URL) throws {
         let name = cacheURL.lastPathComponent
         guard let dash = name.lastIndex(of: "-") else { return }
@@ -404,6 +428,29 @@ public final class BaseFitSession {
             cached = checkpoint.tensors
         }
         let features = base.manifest.embeddingFeatures
+        var tookOver = false
+        // An older facetrain's cache of this base with more views a crop holds these views first:
+        // the first fit after an upgrade takes them instead of embedding every crop again.
+        for (hash, views) in Self.firstViewsOfOtherCaches(
+            besides: cacheURL, key: base.manifestSHA256, features: features)
+        where cached[hash] == nil {
+            cached[hash] = views
+            tookOver = true
+        }
+        /// Rewrites the cache with what this data folder uses (so it does not grow without bound)
+        /// and deletes this base's caches of other view counts.
+        func writeCache() {
+            let used = Set(samples.map(\.contentHash))
+            let cache = Checkpoint(
+                header: .init(
+                    key: base.manifestSHA256, epochsDone: 0, history: [], bestEpoch: 0, bestHeldOutLoss: 0,
+                    trainer: nil, tensors: []),
+                tensors: cached.filter { used.contains($0.key) })
+            try? Self.withCacheLock(in: cacheURL.deletingLastPathComponent()) {
+                try cache.write(to: cacheURL)
+                try Self.removeOtherViewCounts(besides: cacheURL)
+            }
+        }
         var missing: [Int] = []
         var queued = Set<String>()
         for (position, sample) in samples.enumerated()
@@ -451,19 +498,10 @@ public final class BaseFitSession {
                 }
                 start = end
             }
-            // Keep only what this data folder uses, so the cache does not grow without bound.
-            let used = Set(samples.map(\.contentHash))
-            let kept = cached.filter { used.contains($0.key) }
-            let cache = Checkpoint(
-                header: .init(
-                    key: base.manifestSHA256, epochsDone: 0, history: [], bestEpoch: 0, bestHeldOutLoss: 0,
-                    trainer: nil, tensors: []),
-                tensors: kept)
-            try? Self.withCacheLock(in: cacheURL.deletingLastPathComponent()) {
-                try cache.write(to: cacheURL)
-                try Self.removeOtherViewCounts(besides: cacheURL)
-            }
+            writeCache()
             if start < missing.count { throw .interruptedHead(cache: cacheURL.path) }
+        } else if tookOver {
+            writeCache()
         }
         return samples.map { sample in
             let tensor = cached[sample.contentHash]!

@@ -35,7 +35,7 @@ public struct CosineMarginSoftmax: Sendable {
     /// With `classWeights`, each crop's loss counts by its class's weight (a weighted mean, as
     /// PyTorch's `cross_entropy(weight:)`), so small classes are not drowned by large ones.
     public mutating func lossAndGradient(embeddings: Tensor, labels: [Int], classWeights: [Float]? = nil) -> Result {
-        let (loss, accuracy, gradient) = lossAndGradients(
+        let (loss, accuracy, gradient) = computeLossAndGradients(
             embeddings: embeddings, labels: labels, classWeights: classWeights, throughEmbeddings: true)
         return Result(loss: loss, accuracy: accuracy, embeddingGradient: gradient!)
     }
@@ -46,12 +46,12 @@ public struct CosineMarginSoftmax: Sendable {
     public mutating func lossAndWeightGradient(embeddings: Tensor, labels: [Int], classWeights: [Float]? = nil)
         -> (loss: Float, accuracy: Float)
     {
-        let (loss, accuracy, _) = lossAndGradients(
+        let (loss, accuracy, _) = computeLossAndGradients(
             embeddings: embeddings, labels: labels, classWeights: classWeights, throughEmbeddings: false)
         return (loss, accuracy)
     }
 
-    private mutating func lossAndGradients(
+    private mutating func computeLossAndGradients(
         embeddings: Tensor, labels: [Int], classWeights: [Float]?, throughEmbeddings: Bool
     ) -> (loss: Float, accuracy: Float, embeddingGradient: Tensor?) {
         let batch = labels.count

@@ -82,7 +82,9 @@ struct ConvolutionBlock: Sendable {
                 bandRows.map { winogradBandScratchSize(w, outputChannels: f, bandRows: $0) }
                     ?? winogradScratchSize(w, outputChannels: f, images: group)
             } ?? (direct ? 0 : patch * pixels)
-        convolutionOutput.resize(batch * f * pixels)
+        let fusedPool = fusesPool(direct: direct, training: training)
+        // A fused kernel writes the pooled output only: the convolution's would go unused.
+        convolutionOutput.resize(fusedPool ? 0 : batch * f * pixels)
         scratch.resize(chunks.count * scratchSize)
         let transformed = transformWeights(conv, winograd, packed: packed)
         perImage.resize(batch * 2 * f)
@@ -113,8 +115,6 @@ struct ConvolutionBlock: Sendable {
         }
         let (inferenceScale, inferenceShift) = (scale, shift)
         let folded = !training && winograd != nil && Self.foldsActivation(pooling, height: h, width: w)
-        // A first layer followed by a pool: its direct kernel normalises and pools too.
-        let fusedPool = !training && direct && pooling == .max2x2 && directPoolingFused
         let affine = UnsafeMutableBufferPointer<Float>.allocate(capacity: fusedPool ? 2 * f : 0)
         defer { affine.deallocate() }
         if fusedPool { _ = affine.initialize(from: scale + shift) }
@@ -274,7 +274,7 @@ struct ConvolutionBlock: Sendable {
                 }
                 return
             }
-            if direct && pooling == .max2x2 && directPoolingFused {
+            if fusesPool(direct: direct, training: false) {
                 // Split by pooled rows, the convolution, normalisation and pool in one kernel.
                 (scale + shift).withUnsafeBufferPointer { affine in
                     conv.weight.value.scalars.withUnsafeBufferPointer { weight in
@@ -324,6 +324,12 @@ struct ConvolutionBlock: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether inference runs a direct layer's normalisation, ReLU and 2×2 max-pool in its kernel
+    /// (a first layer followed by a pool: the stems of the base and the detector).
+    private func fusesPool(direct: Bool, training: Bool) -> Bool {
+        !training && direct && pooling == .max2x2 && directPoolingFused
     }
 
     /// `body` with the block's inference scale and shift as the kernels read them when `folded`, else nil.

@@ -438,11 +438,12 @@ public struct Network: Sendable, CustomStringConvertible {
                     layers[convIndex] = conv
                     layers[normIndex] = norm
                     shape = outputShape
-                case .layer(let layerIndex)
-                where mode == .inference
-                    && forwardWithoutCopies(layerIndex, stage: stageIndex, source: source, shape: &shape):
-                    break
                 case .layer(let layerIndex):
+                    if mode == .inference,
+                        forwardWithoutCopies(layerIndex, stage: stageIndex, source: source, shape: &shape)
+                    {
+                        break
+                    }
                     let tensor = Tensor(
                         shape: shape, scalars: Array(UnsafeBufferPointer(start: source, count: shape.reduce(1, *))))
                     if let shortcut = shortcutStages[stageIndex],
@@ -468,8 +469,8 @@ public struct Network: Sendable, CustomStringConvertible {
 
     /// A route, a 2x upsampling or an add at inference, straight between the stages' buffers: the
     /// general path copies the input, the earlier output and the result into tensors and back
-    /// (about 8 % of the detector's time, whose neck is made of them). Returns false for every
-    /// other layer. The same arithmetic, so the same bits.
+    /// (most of the 11 % of the detector's time spent copying, its neck being made of them).
+    /// Returns false for every other layer. The same arithmetic, so the same bits.
     private mutating func forwardWithoutCopies(
         _ layerIndex: Int, stage: Int, source: UnsafePointer<Float>, shape: inout [Int]
     ) -> Bool {

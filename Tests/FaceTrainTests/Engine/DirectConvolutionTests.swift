@@ -68,10 +68,10 @@ import Testing
 
     /// The fused kernel (convolution, batch norm, ReLU and 2×2 max-pool in one pass) against the
     /// direct kernel followed by `normalizeReLUMaxPool2x2`: the same bits, whole or split by pooled
-    /// rows and channels, on planes of odd and even sizes, wider and narrower than 32 columns.
-    @Test(arguments: cases)
+    /// rows and channels, on planes of odd and even sizes, wider and narrower than 32 columns (the
+    /// 2x3 plane has no pooled row: nothing to write, and nothing written).
+    @Test(.enabled(if: directPoolingFused, "the fused kernel runs with the AVX-512 kernels only"), arguments: cases)
     func pooledEqualsDirectThenPool(_ g: ConvolutionGeometry, _ f: Int) throws {
-        guard directPoolingFused else { return }
         let image = TestData.normal([g.channels * g.inputPixels], seed: 74).scalars
         let weight = TestData.normal([f * g.patchSize], seed: 75).scalars
         let bias = TestData.normal([f], seed: 76).scalars

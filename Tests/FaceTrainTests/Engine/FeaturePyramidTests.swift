@@ -86,7 +86,8 @@ import Testing
     }
 
     /// At inference the network runs routes, upsamplings and adds between its own buffers, not
-    /// through the layers' forward: the two-branch network must give what its layers give one by one.
+    /// through the layers' forward: the two-branch network (batch norms fused into blocks) must give
+    /// what its layers give one by one, to rounding.
     @Test func branchesAtInferenceEqualTheLayersOneByOne() throws {
         var network = try Self.perturbed(Self.twoBranchDefinition(), seed: 9)
         // Running statistics off zero and one, so the batch norm's inference form matters too.
@@ -111,6 +112,43 @@ import Testing
         #expect(GradientCheck.relativeError(output.scalars, x.scalars.map(Double.init)) < 1e-5)
         // Twice in a row (the buffers are reused) and the same bits.
         #expect(network.forward(Self.images, mode: .inference) == output)
+    }
+
+    /// The same at the bit, with a route, an upsampling and an add as the network's outputs (no pool
+    /// or linear layer after them to average a misplaced pixel away): the convolutions run alone,
+    /// through the same code in both, so any difference is the buffers' doing.
+    @Test func routesUpsamplingsAndAddsAtInferenceAreTheLayersBits() throws {
+        let definition = ModelDefinition(
+            input: InputSpecification(width: 8, height: 8, channels: 3),
+            layers: [
+                .conv2D(inputChannels: 3, outputChannels: 4, kernelSize: 3, stride: 2, padding: 1),  // 0: 4x4
+                .upsample(factor: 2),  // 1: an output
+                .route(source: 0),  // 2
+                .conv2D(inputChannels: 4, outputChannels: 4, kernelSize: 1, stride: 1, padding: 0),  // 3
+                .upsample(factor: 2),  // 4
+                .add(source: 1),  // 5: an output
+            ],
+            classLabels: [], outputs: [1, 5])
+        var network = try Network(definition: definition, seed: 12)
+        let layers = network.layers
+        let outputs = network.forwardOutputs(Self.images, mode: .inference)
+        var expected: [Tensor] = []
+        var x = Self.images
+        for index in layers.indices {
+            var layer = layers[index]
+            if var route = layer as? Route {
+                route.shortcut = expected[route.source]
+                layer = route
+            } else if var add = layer as? ResidualAdd {
+                add.shortcut = expected[add.source]
+                layer = add
+            }
+            x = layer.forward(x, mode: .inference)
+            expected.append(x)
+        }
+        #expect(outputs.map(\.shape) == [[3, 4, 8, 8], [3, 4, 8, 8]])
+        #expect(outputs[0] == expected[1] && outputs[1] == expected[5])
+        #expect(outputs[1] != expected[4], "the add changed something")
     }
 
     @Test func deadBranchesAndBadRoutesAreRefused() {

@@ -95,15 +95,23 @@ struct FitJobTests {
         #expect(verification.manifest?.input.width == base.manifest.definition.input.width)
     }
     /// A head fit scores its held-out crops from their cached embeddings instead of running the
-    /// model again: those scores must be what the model itself outputs for the crops.
-    @Test func aHeadFitsHeldOutScoresAreTheModelsOwnOutputs() throws {
+    /// model again: those scores must be what the model itself outputs for the crops, also with
+    /// corrected strangers' centres (the exported model then takes class 2's largest row in layers
+    /// of its own).
+    @Test(arguments: [false, true])
+    func aHeadFitsHeldOutScoresAreTheModelsOwnOutputs(withCorrections: Bool) throws {
         let root = try Self.syntheticData(users: 6)
         defer { try? FileManager.default.removeItem(at: root) }
         let base = try #require(try BaseModel.resolve("builtin"))
         let input = base.manifest.definition.input
-        let dataset = try FaceDataset.load(
+        var dataset = try FaceDataset.load(
             from: root.appendingPathComponent("data"),
             options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
+        if withCorrections {
+            // Eight of the unknown people's crops filed as corrections: two centres beside class 2's.
+            let strangers = dataset.samples.filter { $0.label == ClassLabel.unknownPerson.id }
+            dataset.corrections = Set(strangers.prefix(8).map(\.contentHash))
+        }
         let configuration = FitJob.configuration(
             FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
         let (fit, _) = try BaseFitSession(
@@ -120,6 +128,52 @@ struct FitJobTests {
             for (a, b) in zip(row, other) { largest = max(largest, abs(a - b)) }
         }
         #expect(largest < 1e-5, "largest difference \(largest)")
+        let linearLayers = fit.model.definition.layers.filter { $0.kind == .linear }.count
+        #expect(withCorrections ? linearLayers > 1 : linearLayers == 1, "\(linearLayers) linear layers")
+    }
+
+    /// After an upgrade from a facetrain that cached more views a crop, a head fit takes the old
+    /// cache's first views (no crop embedded again), writes its own cache and deletes the old one.
+    @Test func aHeadFitTakesOverAnOlderCachesFirstViews() throws {
+        let root = try Self.syntheticData(users: 4)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let base = try #require(try BaseModel.resolve("builtin"))
+        let input = base.manifest.definition.input
+        let dataset = try FaceDataset.load(
+            from: root.appendingPathComponent("data"),
+            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
+        let configuration = FitJob.configuration(
+            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        let cacheDirectory = root.appendingPathComponent("embeddings")
+        func session() throws -> BaseFitSession {
+            try BaseFitSession(
+                dataset: dataset, configuration: configuration, base: base, cacheDirectory: cacheDirectory)
+        }
+        _ = try session().run(observer: nil)
+        let current = try session().cacheURL
+        let written = try Checkpoint.read(from: current)
+        // The older cache: one more view a crop, its first view twice this one's (told apart below).
+        let views = BaseFitSession.views
+        let older = cacheDirectory.appendingPathComponent(
+            current.lastPathComponent.replacingOccurrences(of: "-\(views)views", with: "-\(views + 1)views"))
+        let features = base.manifest.embeddingFeatures
+        var tensors: [String: Tensor] = [:]
+        for (hash, tensor) in written.tensors {
+            tensors[hash] = Tensor(
+                shape: [views + 1, features],
+                scalars: tensor.scalars.map { 2 * $0 } + [Float](repeating: 7, count: features))
+        }
+        try Checkpoint(header: written.header, tensors: tensors).write(to: older)
+        try FileManager.default.removeItem(at: current)
+
+        _ = try session().run(observer: nil)
+        let names = try FileSystem.entries(of: cacheDirectory)
+        #expect(names.contains(current.lastPathComponent) && !names.contains(older.lastPathComponent), "\(names)")
+        let takenOver = try Checkpoint.read(from: current)
+        #expect(takenOver.tensors.count == written.tensors.count)
+        for (hash, tensor) in written.tensors {
+            #expect(takenOver.tensors[hash]?.scalars == tensor.scalars.map { 2 * $0 }, "crop \(hash.prefix(8))")
+        }
     }
 
     /// Each left-out crop's softmax counts the fold's absent users: its row sums to

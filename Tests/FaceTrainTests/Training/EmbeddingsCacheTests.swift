@@ -101,4 +101,36 @@ struct EmbeddingsCacheTests {
             try FileSystem.entries(of: directory).sorted()
                 == [BaseFitSession.cacheLockName, "embeddings-base-1views.cache", "embeddings-other-2views.cache"])
     }
+    /// An older facetrain's cache with more views a crop gives this one its first views, from
+    /// caches of the same base only.
+    @Test func theFirstViewsOfAnOlderCacheAreTakenOver() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "facetrain-cache-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func checkpoint(key: String, views: Int, hashes: [String]) -> Checkpoint {
+            Checkpoint(
+                header: .init(
+                    key: key, epochsDone: 0, history: [], bestEpoch: 0, bestHeldOutLoss: 0, trainer: nil, tensors: []),
+                tensors: Dictionary(
+                    uniqueKeysWithValues: hashes.enumerated().map { position, hash in
+                        (
+                            hash,
+                            Tensor(shape: [views, 4], scalars: (0..<(views * 4)).map { Float(position * 100 + $0) })
+                        )
+                    }))
+        }
+        let views = BaseFitSession.views
+        try checkpoint(key: "base", views: views + 1, hashes: ["a", "b"]).write(
+            to: directory.appendingPathComponent("embeddings-base-\(views + 1)views.cache"))
+        // Another base's cache, and one of this base's name whose key says otherwise: neither is read.
+        try checkpoint(key: "other", views: views + 1, hashes: ["c"]).write(
+            to: directory.appendingPathComponent("embeddings-other-\(views + 1)views.cache"))
+        try checkpoint(key: "changed", views: views + 2, hashes: ["d"]).write(
+            to: directory.appendingPathComponent("embeddings-base-\(views + 2)views.cache"))
+        let found = BaseFitSession.firstViewsOfOtherCaches(
+            besides: directory.appendingPathComponent("embeddings-base-\(views)views.cache"), key: "base", features: 4)
+        #expect(found.keys.sorted() == ["a", "b"])
+        #expect(found["b"] == Tensor(shape: [views, 4], scalars: (0..<(views * 4)).map { Float(100 + $0) }))
+    }
 }
