@@ -85,19 +85,12 @@ import Testing
         #expect(route.backward(TestData.normal(outputs[2].shape, seed: 5)).scalars.allSatisfy { $0 == 0 })
     }
 
-    /// At inference the network runs routes, upsamplings and adds between its own buffers, not
-    /// through the layers' forward: the two-branch network (batch norms fused into blocks) must give
-    /// what its layers give one by one, to rounding.
-    @Test func branchesAtInferenceEqualTheLayersOneByOne() throws {
-        var network = try Self.perturbed(Self.twoBranchDefinition(), seed: 9)
-        // Running statistics off zero and one, so the batch norm's inference form matters too.
-        _ = network.forward(Self.images, mode: .training)
-        let trained = network.layers
-        let output = network.forward(Self.images, mode: .inference)
+    /// Every layer's inference output, each layer run alone on the previous one's, routes and adds
+    /// handed the earlier output they read.
+    static func layerByLayer(_ layers: [any Layer], input: Tensor) -> [Tensor] {
         var outputs: [Tensor] = []
-        var x = Self.images
-        for index in trained.indices {
-            var layer = trained[index]
+        var x = input
+        for var layer in layers {
             if var route = layer as? Route {
                 route.shortcut = outputs[route.source]
                 layer = route
@@ -108,6 +101,19 @@ import Testing
             x = layer.forward(x, mode: .inference)
             outputs.append(x)
         }
+        return outputs
+    }
+
+    /// At inference the network runs routes, upsamplings and adds between its own buffers, not
+    /// through the layers' forward: the two-branch network (batch norms fused into blocks) must give
+    /// what its layers give one by one, to rounding.
+    @Test func branchesAtInferenceEqualTheLayersOneByOne() throws {
+        var network = try Self.perturbed(Self.twoBranchDefinition(), seed: 9)
+        // Running statistics off zero and one, so the batch norm's inference form matters too.
+        _ = network.forward(Self.images, mode: .training)
+        let trained = network.layers
+        let output = network.forward(Self.images, mode: .inference)
+        let x = try #require(Self.layerByLayer(trained, input: Self.images).last)
         #expect(output.shape == x.shape)
         #expect(GradientCheck.relativeError(output.scalars, x.scalars.map(Double.init)) < 1e-5)
         // Twice in a row (the buffers are reused) and the same bits.
@@ -132,20 +138,7 @@ import Testing
         var network = try Network(definition: definition, seed: 12)
         let layers = network.layers
         let outputs = network.forwardOutputs(Self.images, mode: .inference)
-        var expected: [Tensor] = []
-        var x = Self.images
-        for index in layers.indices {
-            var layer = layers[index]
-            if var route = layer as? Route {
-                route.shortcut = expected[route.source]
-                layer = route
-            } else if var add = layer as? ResidualAdd {
-                add.shortcut = expected[add.source]
-                layer = add
-            }
-            x = layer.forward(x, mode: .inference)
-            expected.append(x)
-        }
+        let expected = Self.layerByLayer(layers, input: Self.images)
         #expect(outputs.map(\.shape) == [[3, 4, 8, 8], [3, 4, 8, 8]])
         #expect(outputs[0] == expected[1] && outputs[1] == expected[5])
         #expect(outputs[1] != expected[4], "the add changed something")

@@ -37,6 +37,19 @@ struct FitJobTests {
         return root
     }
 
+    /// The builtin base, the data folder under `root` read at the base's input size, and a head
+    /// fit's configuration from it: what the tests of `BaseFitSession` start from.
+    static func headFit(root: URL) throws -> (base: BaseModel, dataset: FaceDataset, configuration: FitConfiguration) {
+        let base = try #require(try BaseModel.resolve("builtin"))
+        let input = base.manifest.definition.input
+        let dataset = try FaceDataset.load(
+            from: root.appendingPathComponent("data"),
+            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
+        let configuration = FitJob.configuration(
+            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        return (base, dataset, configuration)
+    }
+
     @Test func fromScratchTrainsEvaluatesAndWritesAVerifiedBundle() throws {
         let root = try Self.syntheticData(users: 4)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -102,18 +115,13 @@ struct FitJobTests {
     func aHeadFitsHeldOutScoresAreTheModelsOwnOutputs(withCorrections: Bool) throws {
         let root = try Self.syntheticData(users: 6)
         defer { try? FileManager.default.removeItem(at: root) }
-        let base = try #require(try BaseModel.resolve("builtin"))
-        let input = base.manifest.definition.input
-        var dataset = try FaceDataset.load(
-            from: root.appendingPathComponent("data"),
-            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
+        let (base, loaded, configuration) = try Self.headFit(root: root)
+        var dataset = loaded
         if withCorrections {
             // Eight of the unknown people's crops filed as corrections: two centres beside class 2's.
             let strangers = dataset.samples.filter { $0.label == ClassLabel.unknownPerson.id }
             dataset.corrections = Set(strangers.prefix(8).map(\.contentHash))
         }
-        let configuration = FitJob.configuration(
-            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
         let (fit, _) = try BaseFitSession(
             dataset: dataset, configuration: configuration, base: base,
             cacheDirectory: root.appendingPathComponent("embeddings")
@@ -137,13 +145,7 @@ struct FitJobTests {
     @Test func aHeadFitTakesOverAnOlderCachesFirstViews() throws {
         let root = try Self.syntheticData(users: 4)
         defer { try? FileManager.default.removeItem(at: root) }
-        let base = try #require(try BaseModel.resolve("builtin"))
-        let input = base.manifest.definition.input
-        let dataset = try FaceDataset.load(
-            from: root.appendingPathComponent("data"),
-            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
-        let configuration = FitJob.configuration(
-            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        let (base, dataset, configuration) = try Self.headFit(root: root)
         let cacheDirectory = root.appendingPathComponent("embeddings")
         func session() throws -> BaseFitSession {
             try BaseFitSession(
@@ -181,13 +183,7 @@ struct FitJobTests {
     @Test func leftOutUsersAreScoredWithTheirFoldsAbsentUsersCounted() throws {
         let root = try Self.syntheticData(users: 6)
         defer { try? FileManager.default.removeItem(at: root) }
-        let base = try #require(try BaseModel.resolve("builtin"))
-        let input = base.manifest.definition.input
-        let dataset = try FaceDataset.load(
-            from: root.appendingPathComponent("data"),
-            options: DataLoadOptions(inputWidth: input.width, inputHeight: input.height, channels: input.channels))
-        let configuration = FitJob.configuration(
-            FitConfiguration(), base: base, fineTuning: .head, keepEpochs: false, keepLearningRate: false)
+        let (base, dataset, configuration) = try Self.headFit(root: root)
         let (_, strangers) = try BaseFitSession(
             dataset: dataset, configuration: configuration, base: base,
             cacheDirectory: root.appendingPathComponent("embeddings")
