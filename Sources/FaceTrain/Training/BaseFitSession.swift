@@ -347,19 +347,9 @@ public final class BaseFitSession {
     /// The first `views` embeddings of every crop in this base's caches made with more views a crop
     /// (an older facetrain's), keyed by content hash; nothing when there are none or they are unreadable.
     static func firstViewsOfOtherCaches(besides cacheURL: URL, key: String, features: Int) -> [String: Tensor] {
-        let name = cacheURL.lastPathComponent
-        guard let dash = name.lastIndex(of: "-"),
-            let entries = try? FileSystem.entries(of: cacheURL.deletingLastPathComponent())
-        else { return [:] }
-        let prefix = String(name[...dash])
         var found: [String: Tensor] = [:]
-        for other in entries where other != name && other.hasPrefix(prefix) && other.hasSuffix("views.cache") {
-            guard let count = Int(other.dropFirst(prefix.count).dropLast("views.cache".count)),
-                count > views,
-                let checkpoint = try? Checkpoint.read(
-                    from: cacheURL.deletingLastPathComponent().appendingPathComponent(other)),
-                checkpoint.header.key == key
-            else { continue }
+        for (other, count) in (try? otherViewCounts(besides: cacheURL)) ?? [] where count > views {
+            guard let checkpoint = try? Checkpoint.read(from: other), checkpoint.header.key == key else { continue }
             for (hash, tensor) in checkpoint.tensors where tensor.shape == [count, features] {
                 found[hash] = Tensor(shape: [views, features], scalars: Array(tensor.scalars[..<(views * features)]))
             }
@@ -370,12 +360,21 @@ public final class BaseFitSession {
     /// Deletes the caches of this base made with another number of views (an older facetrain's,
     /// whose first views `firstViewsOfOtherCaches` has taken over). Called holding the cache lock.
     static func removeOtherViewCounts(besides cacheURL: URL) throws {
+        for (other, _) in try otherViewCounts(besides: cacheURL) { try FileSystem.removeTree(other) }
+    }
+
+    /// The caches beside `cacheURL` of the same base with another view count (its name up to the last
+    /// dash, then "<n>views.cache"), each with that count; the one place that reads these names.
+    static func otherViewCounts(besides cacheURL: URL) throws -> [(url: URL, views: Int)] {
         let name = cacheURL.lastPathComponent
-        guard let dash = name.lastIndex(of: "-") else { return }
-        let prefix = name[...dash]
-        for other in try FileSystem.entries(of: cacheURL.deletingLastPathComponent())
-        where other != name && other.hasPrefix(prefix) && other.hasSuffix("views.cache") {
-            try FileSystem.removeTree(cacheURL.deletingLastPathComponent().appendingPathComponent(other))
+        guard let dash = name.lastIndex(of: "-") else { return [] }
+        let (prefix, suffix) = (String(name[...dash]), "views.cache")
+        let directory = cacheURL.deletingLastPathComponent()
+        return try FileSystem.entries(of: directory).compactMap { other in
+            guard other != name, other.hasPrefix(prefix), other.hasSuffix(suffix),
+                let count = Int(other.dropFirst(prefix.count).dropLast(suffix.count))
+            else { return nil }
+            return (directory.appendingPathComponent(other), count)
         }
     }
 

@@ -115,10 +115,8 @@ struct ConvolutionBlock: Sendable {
         }
         let (inferenceScale, inferenceShift) = (scale, shift)
         let folded = !training && winograd != nil && Self.foldsActivation(pooling, height: h, width: w)
-        let affine = UnsafeMutableBufferPointer<Float>.allocate(capacity: fusedPool ? 2 * f : 0)
-        defer { affine.deallocate() }
-        if fusedPool { _ = affine.initialize(from: scale + shift) }
-        withFoldedActivation(folded) { activation in
+        // Winograd and the fused direct kernel never both run: `activation` is for whichever does.
+        withFoldedActivation(folded || fusedPool) { activation in
             conv.weight.value.scalars.withUnsafeBufferPointer { weight in
                 conv.bias.value.scalars.withUnsafeBufferPointer { bias in
                     Parallel.forEach(chunks.count) { chunk in
@@ -147,13 +145,12 @@ struct ConvolutionBlock: Sendable {
                             }
                             for image in images {
                                 let y = x + image * outputSize
-                                if fusedPool {
+                                if fusedPool, let activation {
                                     // The convolution's output never goes to memory (the image is then done).
                                     directConvolutionPooledForward(
                                         image: input + image * inputSize, geometry: g, weight: weight.baseAddress!,
-                                        bias: bias.baseAddress!, scale: affine.baseAddress!,
-                                        shift: affine.baseAddress! + f, channels: 0..<f, pooledRows: 0..<(h / 2),
-                                        output: output + image * pooledSize)
+                                        bias: bias.baseAddress!, scale: activation.scale, shift: activation.shift,
+                                        channels: 0..<f, pooledRows: 0..<(h / 2), output: output + image * pooledSize)
                                     continue
                                 }
                                 if depthwise {
@@ -276,13 +273,13 @@ struct ConvolutionBlock: Sendable {
             }
             if fusesPool(direct: direct, training: false) {
                 // Split by pooled rows, the convolution, normalisation and pool in one kernel.
-                (scale + shift).withUnsafeBufferPointer { affine in
+                withFoldedActivation(true) { activation in
                     conv.weight.value.scalars.withUnsafeBufferPointer { weight in
                         let rows = Parallel.ranges(h / 2, parts: parts)
                         Parallel.forEach(rows.count) { part in
                             directConvolutionPooledForward(
                                 image: image, geometry: g, weight: weight.baseAddress!, bias: bias.baseAddress!,
-                                scale: affine.baseAddress!, shift: affine.baseAddress! + f, channels: 0..<f,
+                                scale: activation!.scale, shift: activation!.shift, channels: 0..<f,
                                 pooledRows: rows[part], output: output)
                         }
                     }
@@ -332,7 +329,8 @@ struct ConvolutionBlock: Sendable {
         !training && direct && pooling == .max2x2 && directPoolingFused
     }
 
-    /// `body` with the block's inference scale and shift as the kernels read them when `folded`, else nil.
+    /// `body` with the block's inference scale and shift as the kernels read them when `folded` (a
+    /// Winograd output transform or a direct kernel that normalises what it computes), else nil.
     private func withFoldedActivation<R>(_ folded: Bool, _ body: (WinogradActivation?) -> R) -> R {
         guard folded else { return body(nil) }
         let f = scale.count
