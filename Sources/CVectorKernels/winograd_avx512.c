@@ -6,6 +6,7 @@
 #include "vector_kernels.h"
 
 #include <immintrin.h>
+#include <stdint.h>
 #include "winograd_internal.h"
 
 #pragma STDC FP_CONTRACT OFF
@@ -39,7 +40,12 @@ AVX512 static inline void output_combination(const __m512 x[6], __m512 y[4]) {
 }
 
 static inline __mmask16 lanes_below(long count) {
-    return count >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << count) - 1);
+    return count >= 16 ? (__mmask16)0xFFFF : count <= 0 ? (__mmask16)0 : (__mmask16)((1u << count) - 1);
+}
+
+/* Lanes [begin, end) of 16 (the others off). */
+static inline __mmask16 lanes_between(long begin, long end) {
+    return (__mmask16)(lanes_below(end) & ~lanes_below(begin));
 }
 
 /* Rows become columns: lane j of result i is lane i of r[j] (16 x 16). */
@@ -116,6 +122,87 @@ void facetrain_winograd_input_avx512(
     }
 }
 
+/* A^T M A plus the bias of 16 tiles (M's lanes `mask`, from `from`, positions position_stride
+   apart), then the normalisation when `scale` is given: pixel 4r + j of each tile's 4 x 4. */
+AVX512 static inline void output_pixels(
+    const float *from, long position_stride, __mmask16 mask, __m512 b, const float *scale, __m512 s, __m512 t,
+    __m512 pixel[16]) {
+    /* A^T M one column l at a time (4 rows from 6) ... */
+    __m512 column[6][4];
+    for (int l = 0; l < 6; l++) {
+        __m512 x[6];
+        for (int k = 0; k < 6; k++) x[k] = _mm512_maskz_loadu_ps(mask, from + (6 * k + l) * position_stride);
+        output_combination(x, column[l]);
+    }
+    /* ... then (A^T M) A across the columns. */
+    for (int r = 0; r < 4; r++) {
+        __m512 x[6] = {column[0][r], column[1][r], column[2][r], column[3][r], column[4][r], column[5][r]};
+        __m512 o[4];
+        output_combination(x, o);
+        for (int j = 0; j < 4; j++) {
+            __m512 value = _mm512_add_ps(o[j], b);
+            if (scale) value = _mm512_add_ps(_mm512_mul_ps(value, s), t);
+            pixel[4 * r + j] = value;
+        }
+    }
+}
+
+/* The 2x2 windows' maxima of each tile's 4 x 4 (they lie inside it: output sizes are even), then
+   the ReLU: normalizeReLUMaxPool2x2's order. window[2y + x] is the window at (y, x). */
+AVX512 static inline void pool_windows(const __m512 pixel[16], __m512 window[4]) {
+    for (int q = 0; q < 4; q++) {
+        int r = 2 * (q / 2), j = 2 * (q % 2);
+        __m512 upper = _mm512_max_ps(pixel[4 * r + j + 1], pixel[4 * r + j]);
+        __m512 lower = _mm512_max_ps(pixel[4 * r + 4 + j + 1], pixel[4 * r + 4 + j]);
+        window[q] = _mm512_max_ps(_mm512_max_ps(lower, upper), _mm512_setzero_ps());
+    }
+}
+
+/* normalizeReLU's max(0, y), which is y >= 0 ? y : 0 (keeps -0, maps NaN to 0). */
+AVX512 static inline void rectify(__m512 pixel[16]) {
+    for (int p = 0; p < 16; p++) {
+        pixel[p] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(pixel[p], _mm512_setzero_ps(), _CMP_GE_OQ), pixel[p]);
+    }
+}
+
+/* Lanes of a and b alternating: out[0] = a0 b0 a1 b1 ... a7 b7, out[1] the same of lanes 8-15. */
+AVX512 static inline void interleave2(__m512 a, __m512 b, __m512 out[2]) {
+    const __m512i low = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i high = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    out[0] = _mm512_permutex2var_ps(a, low, b);
+    out[1] = _mm512_permutex2var_ps(a, high, b);
+}
+
+/* out[k] lane 4s + j = p[j] lane 4k + s: the 4 x 16 values as 16 groups of 4 (a row of 16 tiles'
+   4 pixels each, left to right). */
+AVX512 static inline void interleave4(const __m512 p[4], __m512 out[4]) {
+    __m512 pair01[2], pair23[2];
+    interleave2(p[0], p[1], pair01);
+    interleave2(p[2], p[3], pair23);
+    const __m512i low = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i high = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    for (int h = 0; h < 2; h++) {
+        __m512d a = _mm512_castps_pd(pair01[h]), b = _mm512_castps_pd(pair23[h]);
+        out[2 * h] = _mm512_castpd_ps(_mm512_permutex2var_pd(a, low, b));
+        out[2 * h + 1] = _mm512_castpd_ps(_mm512_permutex2var_pd(a, high, b));
+    }
+}
+
+/* Stores the floats [begin, end) of `values` (count vectors of 16, consecutive) at base + their
+   index. `base` may lie before the output (the floats before `begin` belong to another tile row):
+   its address is an integer, and the stores' masks keep every float outside [begin, end) unwritten. */
+AVX512 static inline void store_segment(uintptr_t base, long begin, long end, const __m512 *values, int count) {
+    for (int k = 0; k < count; k++) {
+        __mmask16 mask = lanes_between(begin - 16 * k, end - 16 * k);
+        if (mask) _mm512_mask_storeu_ps((void *)(base + sizeof(float) * (size_t)(16 * k)), mask, values[k]);
+    }
+}
+
+/* The address of `pointer` + `offset` floats, as an integer (offset may be negative). */
+static inline uintptr_t offset_address(const float *pointer, long offset) {
+    return (uintptr_t)pointer + (uintptr_t)(offset * (long)sizeof(float));
+}
+
 void facetrain_winograd_output_avx512(
     const float *m, long channel_stride, long position_stride, long tiles, long tile_columns,
     long output_height, long output_width, long output_plane, const float *bias, const float *scale,
@@ -132,68 +219,47 @@ void facetrain_winograd_output_avx512(
         const __m512 s = _mm512_set1_ps(scale ? scale[channel] : 1), t = _mm512_set1_ps(shift ? shift[channel] : 0);
         float *target = output + channel * plane;
         for (long first = 0; first < tiles; first += 16) {
-            __mmask16 mask = lanes_below(tiles - first);
-            const float *from = m + channel * channel_stride + first;
-            /* A^T M one column l at a time (4 rows from 6) ... */
-            __m512 column[6][4];
-            for (int l = 0; l < 6; l++) {
-                __m512 x[6];
-                for (int k = 0; k < 6; k++) x[k] = _mm512_maskz_loadu_ps(mask, from + (6 * k + l) * position_stride);
-                output_combination(x, column[l]);
-            }
-            /* ... then (A^T M) A across the columns: pixel 4r + j of each tile's 4 x 4. */
             __m512 pixel[16];
-            for (int r = 0; r < 4; r++) {
-                __m512 x[6] = {column[0][r], column[1][r], column[2][r], column[3][r], column[4][r], column[5][r]};
-                __m512 o[4];
-                output_combination(x, o);
-                for (int j = 0; j < 4; j++) {
-                    __m512 value = _mm512_add_ps(o[j], b);
-                    if (scale) value = _mm512_add_ps(_mm512_mul_ps(value, s), t);
-                    pixel[4 * r + j] = value;
-                }
-            }
+            output_pixels(
+                m + channel * channel_stride + first, position_stride, lanes_below(tiles - first), b, scale, s, t,
+                pixel);
+            /* Each output row of the 16 tiles, interleaved in lane order: 4 pooled values (2 rows of
+               2 a tile) or 4 rows of 4. */
+            __m512 rows[4][4];
             if (pool) {
-                /* The 2x2 windows of a tile lie inside it (output sizes are even). Max of the
-                   affine values, then the ReLU: normalizeReLUMaxPool2x2's order. */
                 __m512 window[4];
-                for (int q = 0; q < 4; q++) {
-                    int r = 2 * (q / 2), j = 2 * (q % 2);
-                    __m512 upper = _mm512_max_ps(pixel[4 * r + j + 1], pixel[4 * r + j]);
-                    __m512 lower = _mm512_max_ps(pixel[4 * r + 4 + j + 1], pixel[4 * r + 4 + j]);
-                    window[q] = _mm512_max_ps(_mm512_max_ps(lower, upper), _mm512_setzero_ps());
-                }
-                float lanes[4][16];
-                for (int q = 0; q < 4; q++) _mm512_storeu_ps(lanes[q], window[q]);
-                for (long lane = 0; lane < 16 && first + lane < tiles; lane++) {
-                    long tile = first + lane, row = tile / tile_columns, col = tile % tile_columns;
+                pool_windows(pixel, window);
+                for (int y = 0; y < 2; y++) interleave2(window[2 * y], window[2 * y + 1], rows[y]);
+            } else {
+                if (scale) rectify(pixel);
+                for (int r = 0; r < 4; r++) interleave4(pixel + 4 * r, rows[r]);
+            }
+            /* The lanes' tiles row by row: lanes [lane, end) are tiles of tile row `row`, whose tile
+               column is first + lane - row * tile_columns, so each output row's values, interleaved
+               in lane order, lie at one base address plus their index. */
+            for (long lane = 0; lane < 16 && first + lane < tiles;) {
+                long row = (first + lane) / tile_columns;
+                long end = (row + 1) * tile_columns - first;
+                if (end > 16) end = 16;
+                if (end > tiles - first) end = tiles - first;
+                /* Tile column 0 of this row sits at lane row * tile_columns - first. */
+                long origin = row * tile_columns - first;
+                if (pool) {
                     long valid_rows = output_height - 4 * row < 4 ? (output_height - 4 * row) / 2 : 2;
-                    long valid_columns = output_width - 4 * col < 4 ? (output_width - 4 * col) / 2 : 2;
-                    float *p = target + 2 * row * pooled_width + 2 * col;
                     for (long y = 0; y < valid_rows; y++) {
-                        for (long x = 0; x < valid_columns; x++) p[y * pooled_width + x] = lanes[2 * y + x][lane];
+                        uintptr_t base = offset_address(target, (2 * row + y) * pooled_width - 2 * origin);
+                        long limit = 2 * origin + pooled_width;
+                        store_segment(base, 2 * lane, 2 * end < limit ? 2 * end : limit, rows[y], 2);
+                    }
+                } else {
+                    long valid_rows = output_height - 4 * row < 4 ? output_height - 4 * row : 4;
+                    for (long r = 0; r < valid_rows; r++) {
+                        uintptr_t base = offset_address(target, (4 * row + r) * output_width - 4 * origin);
+                        long limit = 4 * origin + output_width;
+                        store_segment(base, 4 * lane, 4 * end < limit ? 4 * end : limit, rows[r], 4);
                     }
                 }
-                continue;
-            }
-            if (scale) {
-                /* normalizeReLU's max(0, y), which is y >= 0 ? y : 0 (keeps -0, maps NaN to 0). */
-                for (int p = 0; p < 16; p++) {
-                    pixel[p] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(pixel[p], _mm512_setzero_ps(), _CMP_GE_OQ), pixel[p]);
-                }
-            }
-            transpose16(pixel);
-            for (long lane = 0; lane < 16 && first + lane < tiles; lane++) {
-                long tile = first + lane, row = tile / tile_columns, col = tile % tile_columns;
-                long valid_rows = output_height - 4 * row < 4 ? output_height - 4 * row : 4;
-                long valid_columns = output_width - 4 * col < 4 ? output_width - 4 * col : 4;
-                float *p = target + 4 * row * output_width + 4 * col;
-                __mmask8 columns_mask = (__mmask8)((1u << valid_columns) - 1);
-                __m512 value = pixel[lane];
-                if (valid_rows > 0) _mm_mask_storeu_ps(p, columns_mask, _mm512_extractf32x4_ps(value, 0));
-                if (valid_rows > 1) _mm_mask_storeu_ps(p + output_width, columns_mask, _mm512_extractf32x4_ps(value, 1));
-                if (valid_rows > 2) _mm_mask_storeu_ps(p + 2 * output_width, columns_mask, _mm512_extractf32x4_ps(value, 2));
-                if (valid_rows > 3) _mm_mask_storeu_ps(p + 3 * output_width, columns_mask, _mm512_extractf32x4_ps(value, 3));
+                lane = end;
             }
         }
     }

@@ -48,6 +48,14 @@ import Testing
         Case(
             geometry: .init(channels: 10, height: 18, width: 35, kernelSize: 3, stride: 1, padding: 0),
             outputChannels: 2),
+        // Tile rows of 16 tiles (a vector of the AVX-512 output transform holds one whole row) and of
+        // 18 (a vector's tiles span two rows), with a last tile row half full.
+        Case(
+            geometry: .init(channels: 8, height: 10, width: 64, kernelSize: 3, stride: 1, padding: 1), outputChannels: 3
+        ),
+        Case(
+            geometry: .init(channels: 8, height: 14, width: 70, kernelSize: 3, stride: 1, padding: 1), outputChannels: 2
+        ),
     ]
 
     static func close(_ a: [Float], _ b: [Float], _ what: String) {
