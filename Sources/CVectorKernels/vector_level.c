@@ -21,3 +21,11 @@ long facetrain_winograd_band_scratch_size(
     return tiles * (long)(sizeof(long) / sizeof(float)) + 36 * (channels + output_channels) * tiles +
            (4 * band_rows + 2) * (4 * tile_columns + 2);
 }
+
+void facetrain_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}

@@ -14,6 +14,10 @@
    AVX2 and FMA, 0 otherwise. */
 int facetrain_vector_level(void);
 
+/* The CPU's hint that the caller is polling a flag (x86's `pause`): the engine's waiting helper
+   threads call it between two looks, which spares the core's other hardware thread. */
+void facetrain_spin_pause(void);
+
 /* Winograd F(4x4, 3x3)'s input transform V = B^T d B of one image's channels [channel_begin,
    channel_end) (see Winograd.swift for the layouts): `padded` is one zero-padded plane of
    padded_width columns (the caller's scratch, reused channel after channel), written here from

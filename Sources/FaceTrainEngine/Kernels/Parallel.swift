@@ -41,12 +41,17 @@ package enum Parallel {
             for index in 0..<count { body(index) }
             return
         }
+        if pool.run(count, body) { return }
         // The callers hand out disjoint pointers; the compiler cannot see that, hence the box.
         withoutActuallyEscaping(body) { body in
             let work = UncheckedSendable(value: body)
             DispatchQueue.concurrentPerform(iterations: count) { work.value($0) }
         }
     }
+
+    /// The helper threads that start a loop without waking a thread (WorkerPool); a loop they are
+    /// busy with sends the next one to Dispatch.
+    static let pool = WorkerPool(helpers: workerCount - 1)
 
     /// Network forwards running now in this process. An image of a batch-1 forward is shared among
     /// the workers only when no other forward runs (ImageSharing): a server answering several
