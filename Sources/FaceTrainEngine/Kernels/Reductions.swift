@@ -73,17 +73,23 @@ package func dot(_ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>, count: In
 /// y[i] += x[i] over `count` floats (residual adds, gradients from several consumers).
 @inline(__always)
 func addInPlace(_ y: UnsafeMutablePointer<Float>, _ x: UnsafePointer<Float>, count: Int) {
+    add(UnsafePointer(y), x, into: y, count: count)
+}
+
+/// `y = a + b`, element by element (`y` may be `a` or `b`).
+@inline(__always)
+func add(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, into y: UnsafeMutablePointer<Float>, count: Int) {
     var index = 0
-    let (source, target) = (UnsafeRawPointer(x), UnsafeMutableRawPointer(y))
+    let (first, second, target) = (UnsafeRawPointer(a), UnsafeRawPointer(b), UnsafeMutableRawPointer(y))
     while index + 8 <= count {
         let sum =
-            target.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
-            + source.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
+            first.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
+            + second.loadUnaligned(fromByteOffset: index * 4, as: SIMD8<Float>.self)
         target.storeBytes(of: sum, toByteOffset: index * 4, as: SIMD8<Float>.self)
         index += 8
     }
     while index < count {
-        y[index] += x[index]
+        y[index] = a[index] + b[index]
         index += 1
     }
 }

@@ -29,6 +29,9 @@ public struct Network: Sendable, CustomStringConvertible {
     private var blocks: [ConvolutionBlock] = []
     /// Output of each stage (kept for backward and for residual adds).
     private var outputs: [Buffer<Float>] = []
+    /// The stage whose buffer in `outputs` holds each stage's output: itself, except at inference
+    /// for a route, which then reads its source's buffer instead of copying it (`run`).
+    private var holders: [Int] = []
     /// dLoss/dOutput of stage s lives in buffer s % 2: backward only needs a stage's gradient and
     /// its input's at a time, so two buffers serve the whole network.
     private var outputGradients = [Buffer<Float>(), Buffer<Float>()]
@@ -230,14 +233,14 @@ public struct Network: Sendable, CustomStringConvertible {
     /// keeps what `backward` needs; `.inference` does none of that.
     public mutating func forward(_ input: Tensor, mode: Mode) -> Tensor {
         run(input, mode: mode, stageCount: stages.count)
-        return Tensor(shape: outputShapes[stages.count - 1], scalars: outputs[stages.count - 1].array)
+        return Tensor(shape: outputShapes[stages.count - 1], scalars: outputs[holders[stages.count - 1]].array)
     }
 
     /// The outputs of every layer of `definition.outputLayers`, in that order, for `input`
     /// [N, C, H, W] (see `forward` for the modes). `backward(outputGradients:)` takes their gradients.
     public mutating func forwardOutputs(_ input: Tensor, mode: Mode) -> [Tensor] {
         run(input, mode: mode, stageCount: stages.count)
-        return outputStages.map { Tensor(shape: outputShapes[$0], scalars: outputs[$0].array) }
+        return outputStages.map { Tensor(shape: outputShapes[$0], scalars: outputs[holders[$0]].array) }
     }
 
     /// Back-propagates dLoss/dOutput (the shape of `forward`'s result) through the last training
@@ -369,7 +372,7 @@ public struct Network: Sendable, CustomStringConvertible {
             throw NetworkError.noEmbedding
         }
         run(images, mode: .inference, stageCount: stageIndex + 1)
-        return Tensor(shape: outputShapes[stageIndex], scalars: outputs[stageIndex].array)
+        return Tensor(shape: outputShapes[stageIndex], scalars: outputs[holders[stageIndex]].array)
     }
 
     /// Checks that `images` is [N ≥ 1, C, H, W] as the definition's input says.
@@ -419,9 +422,10 @@ public struct Network: Sendable, CustomStringConvertible {
         let border = definition.input.crop
         let images = border > 0 ? centreCrop(whole, border: border) : whole
         var shape = images.shape
+        holders = Array(stages.indices)
         images.scalars.withUnsafeBufferPointer { imageBuffer in
             for stageIndex in 0..<stageCount {
-                let source = stageIndex == 0 ? imageBuffer.baseAddress! : outputs[stageIndex - 1].pointer
+                let source = stageIndex == 0 ? imageBuffer.baseAddress! : outputs[holders[stageIndex - 1]].pointer
                 switch stages[stageIndex] {
                 case .block(let blockIndex):
                     let (convIndex, normIndex) = (blocks[blockIndex].convolution, blocks[blockIndex].normalization)
@@ -449,7 +453,8 @@ public struct Network: Sendable, CustomStringConvertible {
                     if let shortcut = shortcutStages[stageIndex],
                         var reader = layers[layerIndex] as? any ReadsEarlierOutput
                     {
-                        reader.shortcut = Tensor(shape: outputShapes[shortcut], scalars: outputs[shortcut].array)
+                        reader.shortcut = Tensor(
+                            shape: outputShapes[shortcut], scalars: outputs[holders[shortcut]].array)
                         layers[layerIndex] = reader
                     }
                     let result = layers[layerIndex].forward(tensor, mode: mode)
@@ -467,10 +472,11 @@ public struct Network: Sendable, CustomStringConvertible {
         }
     }
 
-    /// A route, a 2x upsampling or an add at inference, straight between the stages' buffers: the
-    /// general path copies the input, the earlier output and the result into tensors and back
-    /// (most of the 11 % of the detector's time spent copying, its neck being made of them).
-    /// Returns false for every other layer. The same arithmetic, so the same bits.
+    /// A route, a 2x upsampling or an add at inference, straight between the stages' buffers (a
+    /// route copies nothing: its stage reads its source's buffer): the general path copies the
+    /// input, the earlier output and the result into tensors and back (most of the 11 % of the
+    /// detector's time spent copying, its neck being made of them). Returns false for every other
+    /// layer. The same arithmetic, so the same bits.
     private mutating func forwardWithoutCopies(
         _ layerIndex: Int, stage: Int, source: UnsafePointer<Float>, shape: inout [Int]
     ) -> Bool {
@@ -478,9 +484,7 @@ public struct Network: Sendable, CustomStringConvertible {
         switch layers[layerIndex] {
         case is Route:
             guard let earlier = shortcutStages[stage] else { return false }
-            let routed = outputShapes[earlier].reduce(1, *)
-            outputs[stage].resize(routed)
-            outputs[stage].mutablePointer().update(from: outputs[earlier].pointer, count: routed)
+            holders[stage] = holders[earlier]
             shape = outputShapes[earlier]
         case let upsample as Upsample where upsample.factor == 2 && shape.count == 4:
             outputs[stage].resize(count * 4)
@@ -491,9 +495,7 @@ public struct Network: Sendable, CustomStringConvertible {
         case is ResidualAdd:
             guard let earlier = shortcutStages[stage], outputShapes[earlier] == shape else { return false }
             outputs[stage].resize(count)
-            let target = outputs[stage].mutablePointer()
-            target.update(from: source, count: count)
-            addInPlace(target, outputs[earlier].pointer, count: count)
+            add(source, outputs[holders[earlier]].pointer, into: outputs[stage].mutablePointer(), count: count)
         default:
             return false
         }
