@@ -5,10 +5,11 @@ import Synchronization
 /// Parallel loops for the non-GEMM work, and the threading policy shared with OpenBLAS.
 ///
 /// Policy: OpenBLAS runs with ONE thread and the engine parallelises over images (or channels)
-/// itself with `DispatchQueue.concurrentPerform`. OpenBLAS threads spin while they wait and split
-/// work statically, so with a busy neighbour on one core a 2-thread GEMM stalls on the slower
-/// core (5–50× slowdowns measured here). Dispatch workers block instead, take work items
-/// dynamically, and never run at the same time as a second pool of BLAS threads.
+/// itself, on its helper threads (`WorkerPool`; Dispatch's `concurrentPerform` when they are taken).
+/// OpenBLAS threads spin while they wait and split work statically, so with a busy neighbour on
+/// one core a 2-thread GEMM stalls on the slower core (5–50× slowdowns measured here). The
+/// engine's helpers take work items dynamically, poll only 150 µs after a loop before they
+/// block, and never run at the same time as a second pool of BLAS threads.
 package enum Parallel {
     /// Engine workers: one per core. `FACETRAIN_THREADS=1` runs every loop on the calling thread
     /// (then `OPENBLAS_NUM_THREADS` alone sets the parallelism), for comparisons and tiny machines.
