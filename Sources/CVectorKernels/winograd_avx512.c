@@ -189,8 +189,9 @@ AVX512 static inline void interleave4(const __m512 p[4], __m512 out[4]) {
 }
 
 /* Stores the floats [begin, end) of `values` (count vectors of 16, consecutive) at base + their
-   index. `base` may lie before the output (the floats before `begin` belong to another tile row):
-   its address is an integer, and the stores' masks keep every float outside [begin, end) unwritten. */
+   index. `base` is where a tile row's column 0 would be if its run started at lane 0, so it may lie
+   before the row (even before the plane, for a plane 1 pooled value wide): its address is an
+   integer, and the stores' masks keep every float outside [begin, end) unwritten. */
 AVX512 static inline void store_segment(uintptr_t base, long begin, long end, const __m512 *values, int count) {
     for (int k = 0; k < count; k++) {
         __mmask16 mask = lanes_between(begin - 16 * k, end - 16 * k);

@@ -23,8 +23,11 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     private let helpers: [Helper]
-    /// The loop on offer: its generation (high 32 bits) and the next unclaimed index (low 32).
+    /// The loop on offer: its generation (high 32 bits, counting modulo 2^32) and the next unclaimed
+    /// index (low 32; `closed` once the loop is over, so a helper that read an old ticket can claim
+    /// nothing of the next loop).
     private let ticket = Atomic<UInt64>(0)
+    private static let closed: UInt64 = 0xFFFF_FFFF
     private let itemCount = Atomic<Int>(0)
     private let finished = Atomic<Int>(0)
     private let inUse = Atomic<Bool>(false)
@@ -33,7 +36,9 @@ final class WorkerPool: @unchecked Sendable {
     /// The last generation published (written only by the loop's caller, while `inUse`).
     private nonisolated(unsafe) var generation: UInt64 = 0
 
-    init(helpers count: Int) {
+    /// `firstGeneration` is for the tests of the generation's wrap-around.
+    init(helpers count: Int, firstGeneration: UInt64 = 0) {
+        generation = firstGeneration & Self.closed
         helpers = (0..<count).map { _ in Helper() }
         // The threads hold the pool: it lives, asleep when idle, as long as the process.
         for helper in helpers {
@@ -45,24 +50,32 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     /// Runs `body(i)` for `i` in `0..<count` on the caller and the helpers, and returns true; false
-    /// (nothing run) when another loop holds the pool.
+    /// (nothing run) when another loop holds the pool, or for more items than a ticket counts.
     func run(_ count: Int, _ body: (Int) -> Void) -> Bool {
-        guard inUse.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
-            return false
-        }
+        guard count < Int(Self.closed),
+            inUse.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+        else { return false }
         defer { inUse.store(false, ordering: .releasing) }
         withoutActuallyEscaping(body) { body in
             self.body = body
             itemCount.store(count, ordering: .relaxed)
             finished.store(0, ordering: .relaxed)
-            generation += 1
+            generation = (generation + 1) & Self.closed
             ticket.store(generation << 32, ordering: .sequentiallyConsistent)
             for helper in helpers
             where helper.state.compareExchange(expected: 1, desired: 0, ordering: .sequentiallyConsistent).exchanged {
                 helper.wake.signal()
             }
             work(generation)
-            while finished.load(ordering: .acquiring) < count { facetrain_spin_pause() }
+            var polls = 0
+            while finished.load(ordering: .acquiring) < count {
+                polls += 1
+                // A helper holding the last item may have lost its core: let it have this one.
+                if polls % 4096 == 0 { sched_yield() } else { facetrain_spin_pause() }
+            }
+            // Closed before `itemCount` changes for the next loop: a helper still holding this
+            // loop's last ticket would otherwise claim an item of the next one.
+            ticket.store(generation << 32 | Self.closed, ordering: .sequentiallyConsistent)
             self.body = nil
         }
         return true

@@ -47,18 +47,29 @@ import Testing
     }
 
     @Test func aLoopInsideALoopRunsOnDispatch() {
+        // The pool is held by the outer loop, so the inner one is refused and goes to Dispatch.
         let pool = WorkerPool(helpers: 1)
-        let inner = Atomic<Int>(0)
-        let taken = Atomic<Int>(0)
+        let refused = Atomic<Int>(0)
         #expect(
             pool.run(4) { _ in
-                if !pool.run(3, { _ in inner.add(1, ordering: .relaxed) }) {
-                    taken.add(1, ordering: .relaxed)
-                    Parallel.forEach(3) { _ in inner.add(1, ordering: .relaxed) }
-                }
+                if !pool.run(3, { _ in }) { refused.add(1, ordering: .relaxed) }
             })
-        #expect(taken.load(ordering: .relaxed) == 4, "the pool is held by the outer loop")
+        #expect(refused.load(ordering: .relaxed) == 4)
+        // The same through Parallel.forEach and the engine's own pool.
+        let inner = Atomic<Int>(0)
+        Parallel.forEach(4) { _ in Parallel.forEach(3) { _ in inner.add(1, ordering: .relaxed) } }
         #expect(inner.load(ordering: .relaxed) == 12)
+    }
+
+    /// Generations count modulo 2^32: loops across the wrap still reach the caller (a pool with no
+    /// helpers hangs if the caller does not take its own items).
+    @Test func generationsWrapAround() {
+        for helpers in [0, 1] {
+            let pool = WorkerPool(helpers: helpers, firstGeneration: 0xFFFF_FFFF - 3)
+            for count in [2, 5, 3, 9, 2, 7, 4] {
+                #expect(Self.runs(count, pool: pool) == [Int](repeating: 1, count: count))
+            }
+        }
     }
 
     @Test func loopsFromSeveralThreadsAllFinish() {
