@@ -178,6 +178,37 @@ struct FitJobTests {
         }
     }
 
+    /// A damaged older cache (an upgrade's, unreadable) is no reason to fail: the fit embeds every
+    /// crop again, as if it were not there, and deletes it with the other view counts.
+    @Test func aDamagedOlderCacheIsEmbeddedAgainAndDeleted() throws {
+        let root = try Self.syntheticData(users: 4)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (base, dataset, configuration) = try Self.headFit(root: root)
+        let cacheDirectory = root.appendingPathComponent("embeddings")
+        func session() throws -> BaseFitSession {
+            try BaseFitSession(
+                dataset: dataset, configuration: configuration, base: base, cacheDirectory: cacheDirectory)
+        }
+        _ = try session().run(observer: nil)
+        let current = try session().cacheURL
+        let written = try Checkpoint.read(from: current)
+        let views = BaseFitSession.views
+        let older = cacheDirectory.appendingPathComponent(
+            current.lastPathComponent.replacingOccurrences(of: "-\(views)views", with: "-\(views + 1)views"))
+        try Data(repeating: 0xA5, count: 4_096).write(to: older)
+        try FileManager.default.removeItem(at: current)
+
+        _ = try session().run(observer: nil)
+        let names = try FileSystem.entries(of: cacheDirectory)
+        #expect(names.contains(current.lastPathComponent) && !names.contains(older.lastPathComponent), "\(names)")
+        let again = try Checkpoint.read(from: current)
+        #expect(again.tensors.count == written.tensors.count)
+        for (hash, tensor) in written.tensors {
+            let largest = zip(again.tensors[hash]?.scalars ?? [], tensor.scalars).map { abs($0 - $1) }.max()
+            #expect(again.tensors[hash]?.shape == tensor.shape && (largest ?? 1) < 1e-5, "crop \(hash.prefix(8))")
+        }
+    }
+
     /// Each left-out crop's softmax counts the fold's absent users: its row sums to
     /// 1 / (1 + absent · the kept users' mean share), not 1, and its own user's column is empty.
     @Test func leftOutUsersAreScoredWithTheirFoldsAbsentUsersCounted() throws {
