@@ -31,7 +31,8 @@ public struct Network: Sendable, CustomStringConvertible {
     private var outputs: [Buffer<Float>] = []
     /// The stage whose buffer in `outputs` holds each stage's output: itself, except at inference
     /// for a route, which then reads its source's buffer instead of copying it (`run`), its own
-    /// buffer left stale: read stage outputs through this, never `outputs[stage]` directly.
+    /// buffer left stale. After an inference forward, read stage outputs through this; backward
+    /// reads `outputs` directly, which a training forward (every holder itself) makes safe.
     private var holders: [Int] = []
     /// dLoss/dOutput of stage s lives in buffer s % 2: backward only needs a stage's gradient and
     /// its input's at a time, so two buffers serve the whole network.
